@@ -1,0 +1,109 @@
+"""JAX forward pass that records every discrete decision (the ``sample`` engine's op implementations).
+
+Per example: ``H (T, q)`` is the input repeated on ``T`` rows; each op of the
+:class:`~regioncount.networks.Program` is applied once here, appending to the flat int32 code in the
+layout documented in ``networks/_ops.py``. Batches go through ``jax.vmap``; ``jax.jit`` sits only at
+the public entry points :func:`forward_codes` and :func:`forward_keys`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _config  # noqa: F401  (float64)
+from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
+
+
+def _attention(op: Attention, H, codes: list, ties: list):
+    T = H.shape[0]
+    allowed = jnp.tril(jnp.ones((T, T), bool)) if op.causal else jnp.ones((T, T), bool)
+    Q = jnp.einsum("td,hde->hte", H, op.Wq)
+    K = jnp.einsum("td,hde->hte", H, op.Wk)
+    V = jnp.einsum("td,hde->hte", H, op.Wv)
+    S = jnp.einsum("hie,hje->hij", Q, K)
+    if op.sigma == "hardmax":
+        Sm = jnp.where(allowed, S, -jnp.inf)
+        top = jnp.max(Sm, axis=-1, keepdims=True)
+        tied = Sm == top
+        count = jnp.sum(tied, axis=-1, keepdims=True)
+        A = tied / count
+        codes.append(jnp.argmax(Sm, axis=-1).ravel().astype(jnp.int32))
+        ties.append(jnp.sum(count > 1))
+    elif op.sigma == "relu":
+        pos = (S > 0) & allowed
+        A = jnp.where(pos, S, 0.0) / (T if op.scale_by_T else 1.0)
+        codes.append(pos.ravel().astype(jnp.int32))
+    else:
+        A = jax.nn.softmax(jnp.where(allowed, op.inv_temperature * S, -jnp.inf), axis=-1)
+    return jnp.einsum("hij,hje,hed->id", A, V, op.Wo)
+
+
+def _apply(ops, H, codes: list, ties: list):
+    for op in ops:
+        if isinstance(op, Affine):
+            H = H @ op.W.T + op.b
+        elif isinstance(op, ReLU):
+            codes.append((H > 0).ravel().astype(jnp.int32))
+            H = jnp.maximum(H, 0.0)
+        elif isinstance(op, GroupMax):
+            G = H.reshape(H.shape[0], -1, op.k)
+            codes.append(jnp.argmax(G, axis=-1).ravel().astype(jnp.int32))
+            H = jnp.max(G, axis=-1)
+        elif isinstance(op, Attention):
+            H = _attention(op, H, codes, ties)
+        elif isinstance(op, Residual):
+            H = H + _apply(op.body, H, codes, ties)
+        else:
+            raise TypeError(f"unknown op {type(op).__name__}")
+    return H
+
+
+def forward_one(program: Program, x):
+    """One example ``x (q,)`` -> ``(y (out,), code (C,) int32, ties ())``; not jitted."""
+    codes: list = []
+    ties: list = []
+    H = jnp.broadcast_to(x, (program.tokens, x.shape[0]))
+    H = _apply(program.ops, H, codes, ties)
+    code = jnp.concatenate(codes) if codes else jnp.zeros((0,), jnp.int32)
+    return H[program.out_token], code, (sum(ties) if ties else jnp.zeros((), jnp.int32))
+
+
+@jax.jit
+def forward_codes(program: Program, X):
+    """Batch ``X (N, q)`` -> outputs ``(N, out)``, codes ``(N, C) int32``, hardmax ties per example ``(N,)``."""
+    return jax.vmap(forward_one, in_axes=(None, 0))(program, X)
+
+
+@functools.lru_cache(maxsize=64)
+def hash_multipliers(length: int, seed: int = 0x5EED) -> np.ndarray:
+    """Two lanes of random odd 64-bit multipliers, shape ``(2, length)`` uint64."""
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, 2**63, size=(2, length), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    m.setflags(write=False)
+    return m
+
+
+def hash_codes(codes, multipliers):
+    """Codes ``(N, C)`` -> keys ``(N, 2)`` uint64: ``sum_i c_i m_i mod 2^64`` in two lanes.
+
+    Collision risk: two different codes collide in a lane only if ``sum_i (c_i - c'_i) m_i = 0 mod 2^64``;
+    with random odd ``m_i`` and digit differences below ``2^s`` that has probability at most ``2^(s-64)``,
+    so at most ``2^(2s-128)`` for both lanes, and below ``S^2 2^(2s-129)`` for ``S`` distinct codes
+    (``s = 0`` for ReLU bits; ``s = ceil(log2 k)`` for argmax digits).
+    """
+    c = codes.astype(jnp.uint64)
+    return jnp.stack([c @ multipliers[0], c @ multipliers[1]], axis=-1)
+
+
+@jax.jit
+def forward_keys(program: Program, X, multipliers):
+    """Batch ``X (N, q)`` -> keys ``(N, 2) uint64``, run heads ``(N,) bool`` (key differs from the previous
+    point's), hardmax ties ``(N,)``. Run heads let the host skip runs of equal codes on grids."""
+    _, codes, ties = jax.vmap(forward_one, in_axes=(None, 0))(program, X)
+    keys = hash_codes(codes, multipliers)
+    head = jnp.concatenate([jnp.ones((1,), bool), jnp.any(keys[1:] != keys[:-1], axis=-1)])
+    return keys, head, ties

@@ -1,0 +1,133 @@
+"""Domains: a box in R^q, a 2D affine slice, a segment (DESIGN §2).
+
+Each maps its parameter coordinates to inputs: a box is its own parameter space; a slice maps
+``(u1, u2)`` to ``x0 + u1 v1 + u2 v2``; a segment maps ``t in [0, 1]`` to ``a + t (b - a)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ._errors import DomainError
+
+
+def _vec(a, n: int | None = None) -> np.ndarray:
+    v = np.atleast_1d(np.asarray(a, dtype=np.float64))
+    if n is not None and v.shape == (1,):
+        v = np.full(n, v[0])
+    if v.ndim != 1 or not np.all(np.isfinite(v)):
+        raise DomainError(f"domain bounds must be finite vectors, got {a!r}")
+    return v
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Box:
+    """The box ``[lo, hi]`` in R^q; scalars broadcast to ``dim`` coordinates."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __init__(self, lo, hi, dim: int | None = None):
+        lo_v, hi_v = _vec(lo, dim), _vec(hi, dim)
+        if lo_v.shape != hi_v.shape:
+            lo_v, hi_v = np.broadcast_arrays(lo_v, hi_v)
+        if np.any(hi_v <= lo_v):
+            raise DomainError(f"empty box: need LO < HI in every coordinate (got LO={lo_v.tolist()}, HI={hi_v.tolist()})")
+        object.__setattr__(self, "lo", lo_v.copy())
+        object.__setattr__(self, "hi", hi_v.copy())
+
+    @property
+    def dim(self) -> int:
+        return int(self.lo.shape[0])
+
+    @property
+    def param_lo(self) -> np.ndarray:
+        return self.lo
+
+    @property
+    def param_hi(self) -> np.ndarray:
+        return self.hi
+
+    def to_input(self, U: np.ndarray) -> np.ndarray:
+        return np.asarray(U, dtype=np.float64)
+
+    def input_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(x0, V)`` with ``x = x0 + V @ u``; ``V`` is ``(q, dim)``."""
+        return np.zeros(self.dim), np.eye(self.dim)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Slice:
+    """The 2D slice ``x = x0 + u1 v1 + u2 v2`` over the rectangle ``[lo, hi]`` in ``(u1, u2)``."""
+
+    x0: np.ndarray
+    v1: np.ndarray
+    v2: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __init__(self, x0, v1, v2, lo=(0.0, 0.0), hi=(1.0, 1.0)):
+        x0, v1, v2 = _vec(x0), _vec(v1), _vec(v2)
+        if not (x0.shape == v1.shape == v2.shape):
+            raise DomainError("slice origin and directions must have the same dimension")
+        if np.linalg.matrix_rank(np.stack([v1, v2])) < 2:
+            raise DomainError("slice directions are parallel: the slice has zero area")
+        box = Box(lo, hi, 2)
+        for name, val in (("x0", x0), ("v1", v1), ("v2", v2), ("lo", box.lo), ("hi", box.hi)):
+            object.__setattr__(self, name, val)
+
+    dim = 2
+
+    @property
+    def param_lo(self) -> np.ndarray:
+        return self.lo
+
+    @property
+    def param_hi(self) -> np.ndarray:
+        return self.hi
+
+    def to_input(self, U: np.ndarray) -> np.ndarray:
+        U = np.asarray(U, dtype=np.float64)
+        return self.x0 + U[..., :1] * self.v1 + U[..., 1:2] * self.v2
+
+    def input_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.x0, np.stack([self.v1, self.v2], axis=1)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Segment:
+    """The segment ``x = a + t (b - a)``, ``t in [0, 1]``."""
+
+    a: np.ndarray
+    b: np.ndarray
+
+    def __init__(self, a, b):
+        a_v, b_v = _vec(a), _vec(b)
+        if a_v.shape != b_v.shape:
+            a_v, b_v = np.broadcast_arrays(a_v, b_v)
+        if np.all(a_v == b_v):
+            raise DomainError("segment of zero length: A equals B")
+        object.__setattr__(self, "a", a_v.copy())
+        object.__setattr__(self, "b", b_v.copy())
+
+    dim = 1
+
+    @property
+    def param_lo(self) -> np.ndarray:
+        return np.zeros(1)
+
+    @property
+    def param_hi(self) -> np.ndarray:
+        return np.ones(1)
+
+    def to_input(self, U: np.ndarray) -> np.ndarray:
+        U = np.asarray(U, dtype=np.float64)
+        return self.a + U[..., :1] * (self.b - self.a)
+
+    def input_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.a, (self.b - self.a)[:, None]
+
+
+Domain = Box | Slice | Segment

@@ -1,0 +1,29 @@
+"""Errors the library raises for input it cannot honestly answer. The CLI prints their message as one line."""
+
+
+class RegionCountError(ValueError):
+    """Base class: bad input or a question this engine cannot answer exactly."""
+
+
+class ModelFileError(RegionCountError):
+    """A model file is missing, malformed, inconsistent or holds non-finite numbers."""
+
+
+class DomainError(RegionCountError):
+    """A domain of zero area/length, or LO >= HI."""
+
+
+class MemoryCapError(RegionCountError):
+    """The run would exceed the memory cap."""
+
+
+class CurvedBoundaryError(RegionCountError):
+    """The plane engine met a curved (quadric) boundary it cannot split exactly."""
+
+
+class NotPiecewiseError(RegionCountError):
+    """The network is smooth (softmax attention): it has no pieces to count."""
+
+
+class DegreeTooHighError(RegionCountError):
+    """The line engine's polynomials would exceed the supported degree."""

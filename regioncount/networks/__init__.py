@@ -21,3 +21,21 @@ Network = MLP | Maxout | Transformer
 def lower(net) -> Program:
     """The :class:`Program` of a network (a Program is returned as is)."""
     return net if isinstance(net, Program) else net.lower()
+
+
+def check_domain(net, lo, hi) -> None:
+    """Raise :class:`~regioncount._errors.DomainError` when the input box ``[lo, hi]`` (the bounding box of
+    the domain in input space) leaves the box a model is valid on (``valid_box``, set by the compiler)."""
+    import numpy as np
+
+    from .._errors import DomainError
+
+    vb = getattr(net, "valid_box", None)
+    if vb is None:
+        return
+    vlo, vhi = np.asarray(vb[0]), np.asarray(vb[1])
+    if np.any(np.asarray(lo) < vlo - 1e-12) or np.any(np.asarray(hi) > vhi + 1e-12):
+        raise DomainError(
+            f"this model was compiled for the box [{vlo.tolist()}, {vhi.tolist()}] and is not exact outside it; "
+            f"the requested domain spans [{np.asarray(lo).tolist()}, {np.asarray(hi).tolist()}]"
+        )

@@ -66,8 +66,12 @@ class Transformer:
     scale_by_T: bool = False
     inv_temperature: float = 1.0
     readout_token: int = 0
+    valid_box: tuple | None = None
 
     def __post_init__(self):
+        if self.valid_box is not None:
+            lo, hi = self.valid_box
+            object.__setattr__(self, "valid_box", (tuple(float(v) for v in lo), tuple(float(v) for v in hi)))
         for name in ("E", "P", "readout_W", "readout_b"):
             object.__setattr__(self, name, as_f64(getattr(self, name)))
         object.__setattr__(self, "blocks", tuple(self.blocks))
@@ -121,7 +125,7 @@ class Transformer:
 _pytree(
     Transformer,
     ("E", "P", "blocks", "readout_W", "readout_b"),
-    ("attention", "causal", "scale_by_T", "inv_temperature", "readout_token"),
+    ("attention", "causal", "scale_by_T", "inv_temperature", "readout_token", "valid_box"),
 )
 
 

@@ -1,3 +1,213 @@
-import typer
+"""``regioncount``: count, bound, build, scan. Commands parse, call the library, render, write files."""
 
-app = typer.Typer()
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from regioncount._count import METHODS, count_regions
+from regioncount._domain import Box, Segment, Slice
+from regioncount._errors import DomainError, RegionCountError
+from regioncount._io import load_model, save_model, write_atomic
+
+from ._common import LazyProgress, dump_json, fail, guarded, parse_vector, stdout
+
+app = typer.Typer(
+    name="regioncount",
+    help="Count, certify and draw the regions of piecewise networks (ReLU MLPs, Maxout, hardmax/ReLU-attention "
+    "Transformers) and set the counts beside the theory's bounds.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+build_app = typer.Typer(help="Write a network to an .npz model file: random networks and constructions.", no_args_is_help=True)
+app.add_typer(build_app, name="build")
+
+
+def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, method: str):
+    if lo >= hi:
+        raise DomainError(f"LO must be below HI, got LO={lo}, HI={hi}")
+    if start is not None or end is not None:
+        if start is None or end is None:
+            raise DomainError("give both --from and --to for a segment")
+        return Segment(start, end)
+    if origin is not None or dir1 is not None or dir2 is not None:
+        if None in (origin, dir1, dir2):
+            raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
+        return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
+    return Box(lo, hi, net_dim)
+
+
+@app.command()
+def count(
+    model: Annotated[Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")],
+    method: Annotated[
+        str, typer.Option(help="exact: exact 2D partition (or exact 1D for one input); line: exact pieces along a segment; sample: distinct codes of sampled points, a lower bound.")
+    ] = "exact",
+    box: Annotated[tuple[float, float], typer.Option(help="LO HI: the box [LO, HI] in every input coordinate (or in u1, u2 for a slice).")] = (-1.0, 1.0),
+    grid: Annotated[int | None, typer.Option(help="sample: R points per axis (R^dim cell centres). Default 1000 for 1D/2D domains.")] = None,
+    samples: Annotated[int | None, typer.Option(help="sample: this many uniform random points instead of a grid.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for random points.")] = 0,
+    origin: Annotated[str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")] = None,
+    dir1: Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")] = None,
+    dir2: Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")] = None,
+    start: Annotated[str | None, typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal).")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="Segment end, comma-separated.")] = None,
+    memory_cap: Annotated[float, typer.Option(help="Memory cap in GiB for sampled counting.")] = 4.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")] = None,
+):
+    """Count the regions of a model on a box, a 2D slice or a segment."""
+    if method not in METHODS:
+        fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}", 2)
+    if grid is not None and samples is not None:
+        fail("give --grid or --samples, not both", 2)
+
+    def run():
+        net = load_model(model)
+        dom = _domain(
+            net.input_dim if hasattr(net, "input_dim") else 0,
+            box[0],
+            box[1],
+            parse_vector(origin, "--origin"),
+            parse_vector(dir1, "--dir1"),
+            parse_vector(dir2, "--dir2"),
+            parse_vector(start, "--from"),
+            parse_vector(end, "--to"),
+            method,
+        )
+        with LazyProgress(f"counting ({method})") as bar:
+            return count_regions(
+                net, dom, method=method, grid=grid, samples=samples, seed=seed, memory_cap=int(memory_cap * 2**30), progress=bar
+            )
+
+    res = guarded(run)
+    res["model"] = str(model)
+    if out is not None:
+        write_atomic(out, dump_json(res) + "\n")
+    if json_out:
+        print(dump_json(res))
+        return
+    table = Table(title=f"{model.name}: {res['kind']}", show_header=False)
+    label = "regions (lower bound)" if not res["exact"] else "regions (exact)"
+    table.add_row(label, f"{res['regions']:,}")
+    if res.get("linear_regions") is not None:
+        table.add_row("linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged", f"{res['linear_regions']:,}")
+    for key in ("samples", "f1", "f2", "chao1", "coverage", "ties"):
+        if key in res:
+            v = res[key]
+            table.add_row(key, f"{v:,.1f}" if isinstance(v, float) and key == "chao1" else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"))
+    table.add_row("method", res["method"])
+    table.add_row("seconds", f"{res['seconds']:.2f}")
+    stdout.print(table)
+
+
+def _save(net, out: Path):
+    if out.suffix != ".npz":
+        fail(f"--out must end in .npz, got {out}", 2)
+    save_model(net, out)
+    print(f"wrote {out}")
+
+
+def _widths(text: str) -> list[int]:
+    from ._common import parse_ints
+
+    w = parse_ints(text, "--widths")
+    if min(w) < 1:
+        fail("--widths must be positive", 2)
+    return w
+
+
+@build_app.command("random-mlp")
+def build_random_mlp(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    inputs: Annotated[int, typer.Option(help="Input dimension q.")] = 2,
+    widths: Annotated[str, typer.Option(help="Hidden widths, comma-separated, e.g. 32,32,32.")] = "32,32,32",
+    outputs: Annotated[int, typer.Option(help="Output dimension.")] = 1,
+    init: Annotated[str, typer.Option(help="torch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) like nn.Linear; normal: He weights, N(0,1) biases.")] = "torch",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+):
+    """A seeded random ReLU MLP."""
+    from regioncount import random_mlp
+
+    w = _widths(widths)
+    guarded(lambda: _save(random_mlp(inputs, w, outputs, seed=seed, init=init), out))
+
+
+@build_app.command("random-maxout")
+def build_random_maxout(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    inputs: Annotated[int, typer.Option(help="Input dimension q.")] = 2,
+    widths: Annotated[str, typer.Option(help="Widths (units per layer), comma-separated.")] = "8,8",
+    k: Annotated[int, typer.Option(help="Maxout rank (pieces per unit), at least 2.")] = 2,
+    outputs: Annotated[int, typer.Option(help="Output dimension.")] = 1,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+):
+    """A seeded random Maxout network."""
+    from regioncount import random_maxout
+
+    w = _widths(widths)
+    guarded(lambda: _save(random_maxout(inputs, w, k=k, output_dim=outputs, seed=seed), out))
+
+
+@build_app.command("random-transformer")
+def build_random_transformer(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    inputs: Annotated[int, typer.Option(help="Input dimension q.")] = 2,
+    tokens: Annotated[int, typer.Option(help="Number of tokens T.")] = 4,
+    d_model: Annotated[int, typer.Option(help="Model width d.")] = 8,
+    depth: Annotated[int, typer.Option(help="Number of blocks (attention + FFN each).")] = 2,
+    heads: Annotated[int, typer.Option(help="Heads per block.")] = 1,
+    d_ff: Annotated[int | None, typer.Option(help="FFN width (default 2 d_model).")] = None,
+    attention: Annotated[str, typer.Option(help="hardmax, relu or softmax.")] = "hardmax",
+    causal: Annotated[bool, typer.Option(help="Causal mask.")] = False,
+    scale_by_t: Annotated[bool, typer.Option("--scale-by-t", help="Divide ReLU attention by T.")] = False,
+    inv_temperature: Annotated[float, typer.Option(help="Softmax inverse temperature lambda.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+):
+    """A seeded random Transformer (no layer norm)."""
+    from regioncount import random_transformer
+
+    if attention not in ("hardmax", "relu", "softmax"):
+        fail(f"--attention must be hardmax, relu or softmax, got {attention!r}", 2)
+    guarded(
+        lambda: _save(
+            random_transformer(
+                inputs, tokens, d_model, depth, heads, d_ff=d_ff, attention=attention, causal=causal,
+                scale_by_T=scale_by_t, inv_temperature=inv_temperature, seed=seed,
+            ),
+            out,
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: usage errors and library errors become one line on stderr, never a traceback."""
+    try:
+        rv = app(args=argv, prog_name="regioncount", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except typer.Exit as e:
+        code = e.exit_code
+    except typer.Abort:
+        print("regioncount: aborted", file=sys.stderr)
+        code = 130
+    except typer.TyperException as e:  # usage errors: unknown option, bad value, missing argument
+        print(f"regioncount: error: {e.format_message()}", file=sys.stderr)
+        code = getattr(e, "exit_code", 2)
+    except RegionCountError as e:
+        print(f"regioncount: error: {e}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("regioncount: interrupted; nothing half-written was left", file=sys.stderr)
+        code = 130
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Shared CLI pieces: one-line errors, lazy progress bars, vectors from the command line, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from regioncount._count import as_json_ready
+from regioncount._errors import RegionCountError
+
+stderr = Console(stderr=True)
+stdout = Console()
+
+
+def fail(message: str, code: int = 1):
+    """Print one clear line on stderr and exit non-zero."""
+    print(f"regioncount: error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def parse_vector(text: str | None, name: str):
+    """``"1,2.5,-3"`` -> list of floats; None stays None."""
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.replace(" ", "").split(",") if v != ""]
+    except ValueError:
+        fail(f"{name} must be comma-separated numbers, got {text!r}", 2)
+
+
+def parse_ints(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.replace(" ", "").split(",") if v != ""]
+    except ValueError:
+        fail(f"{name} must be comma-separated integers, got {text!r}", 2)
+    if not vals:
+        fail(f"{name} is empty", 2)
+    return vals
+
+
+def dump_json(obj) -> str:
+    return json.dumps(as_json_ready(obj), indent=2)
+
+
+class LazyProgress:
+    """A ``progress(done, total)`` callback that shows a rich bar on stderr only once work has run ~1.5 s."""
+
+    def __init__(self, description: str, delay: float = 1.5):
+        self.description = description
+        self.delay = delay
+        self.t0 = time.perf_counter()
+        self.bar: Progress | None = None
+        self.task = None
+
+    def __call__(self, done: float, total: float) -> None:
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.delay or not stderr.is_terminal:
+                return
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=stderr,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def guarded(fn):
+    """Run ``fn``; library errors become one clear line and exit status 1."""
+    try:
+        return fn()
+    except RegionCountError as e:
+        fail(str(e))
+    except MemoryError:
+        fail("out of memory: reduce the sample count, grid or region cap")

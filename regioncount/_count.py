@@ -1,0 +1,108 @@
+"""One entry point over the three engines: :func:`count_regions` returns the JSON-ready result of DESIGN §6."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ._domain import Box, Segment, Slice
+from ._errors import RegionCountError
+from .networks import is_piecewise_linear, lower
+
+METHODS = ("exact", "line", "sample")
+
+
+def region_kind(net) -> str:
+    """What a cell of ``net`` is called: ``"activation regions"`` for piecewise-linear nets, else
+    ``"spline pieces"`` (ReLU attention is a cubic spline per block, Lai, Lim, Liu 2024)."""
+    return "activation regions" if is_piecewise_linear(lower(net)) else "spline pieces"
+
+
+def default_segment(box: Box) -> Segment:
+    """The main diagonal of a box, from ``lo`` to ``hi``."""
+    return Segment(box.lo, box.hi)
+
+
+def count_regions(
+    net,
+    domain,
+    *,
+    method: str = "exact",
+    grid: int | None = None,
+    samples: int | None = None,
+    seed: int = 0,
+    memory_cap: int | None = None,
+    progress=None,
+) -> dict:
+    """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
+
+    ``method="sample"``: distinct codes on a grid or random points (a lower bound; adds ``samples``, ``f1``,
+    ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
+    :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, or
+    the line engine on a 1D box / segment. Always present: ``regions``, ``linear_regions`` (None where not
+    computed), ``method``, ``exact``, ``seconds``, ``kind``.
+    """
+    if method not in METHODS:
+        raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+    kind = region_kind(net)
+    t0 = time.perf_counter()
+    if method == "sample":
+        from .engines._sample import DEFAULT_MEMORY_CAP, count_sampled
+
+        if grid is None and samples is None:
+            grid = 1000 if domain.dim <= 2 else None
+            samples = None if grid else 1_000_000
+        res = count_sampled(
+            net,
+            domain,
+            grid=grid,
+            samples=samples,
+            seed=seed,
+            memory_cap=memory_cap or DEFAULT_MEMORY_CAP,
+            progress=progress,
+        )
+        out = res.as_dict()
+        out.pop("exact")
+        out.update(method="sample", exact=False, linear_regions=None, kind=kind)
+    else:
+        if isinstance(domain, Box) and domain.dim == 1:
+            domain = Segment(domain.lo, domain.hi)
+        if method == "line" and isinstance(domain, Box):
+            domain = default_segment(domain)
+        if isinstance(domain, Segment):
+            from .engines._line import walk_line
+
+            res = walk_line(net, domain)
+            out = {
+                "regions": int(res.activation_pieces),
+                "linear_regions": int(res.linear_pieces),
+                "ties": int(res.ties),
+                "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
+            }
+        elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
+            from .engines._plane import partition_plane
+
+            part = partition_plane(net, domain, progress=progress)
+            out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
+        else:
+            raise RegionCountError(
+                f"exact counting needs a 1D or 2D domain but the box is {domain.dim}D: give a 2D slice "
+                "(--origin/--dir1/--dir2), use --method line along a segment, or --method sample"
+            )
+        out.update(method=method, exact=True, kind=kind)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def as_json_ready(obj):
+    """Convert NumPy scalars/arrays inside ``obj`` into plain Python for ``json.dumps``."""
+    if isinstance(obj, dict):
+        return {k: as_json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [as_json_ready(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj

@@ -1,0 +1,164 @@
+"""Model files (``.npz``, DESIGN §6) and whole-or-nothing writes of results files.
+
+Two layouts are read: a PyTorch ``nn.Sequential`` state dict of Linear layers with ReLU between them
+(keys ``0.weight`` (out x in), ``0.bias``, ``2.weight``, ...; the last Linear is the readout), and
+regioncount's own layout, which stores its config as JSON under ``__regioncount__`` and is written by
+:func:`save_model` for every architecture.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ._errors import ModelFileError
+from .networks import MLP, Block, Maxout, Transformer
+
+FORMAT_VERSION = 1
+_CONFIG_KEY = "__regioncount__"
+_BLOCK_FIELDS = ("Wq", "Wk", "Wv", "Wo", "W1", "b1", "W2", "b2")
+
+
+def write_atomic(path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` whole or not at all (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
+    if isinstance(net, MLP):
+        arrays = {f"weights.{i}": w for i, w in enumerate(net.weights)}
+        arrays.update({f"biases.{i}": b for i, b in enumerate(net.biases)})
+        return arrays, {"arch": "mlp", "layers": len(net.weights)}
+    if isinstance(net, Maxout):
+        arrays = {f"weights.{i}": w for i, w in enumerate(net.weights)}
+        arrays.update({f"biases.{i}": b for i, b in enumerate(net.biases)})
+        arrays.update(readout_W=net.readout_W, readout_b=net.readout_b)
+        return arrays, {"arch": "maxout", "layers": len(net.weights)}
+    if isinstance(net, Transformer):
+        arrays = {"E": net.E, "P": net.P, "readout_W": net.readout_W, "readout_b": net.readout_b}
+        for i, blk in enumerate(net.blocks):
+            arrays.update({f"blocks.{i}.{f}": getattr(blk, f) for f in _BLOCK_FIELDS})
+        config = {
+            "arch": "transformer",
+            "layers": len(net.blocks),
+            "attention": net.attention,
+            "causal": net.causal,
+            "scale_by_T": net.scale_by_T,
+            "inv_temperature": net.inv_temperature,
+            "readout_token": net.readout_token,
+            "valid_box": None if net.valid_box is None else [list(net.valid_box[0]), list(net.valid_box[1])],
+        }
+        return arrays, config
+    raise TypeError(f"cannot save a {type(net).__name__}")
+
+
+def save_model(net, path) -> None:
+    """Write ``net`` (MLP, Maxout or Transformer) to ``path`` in regioncount's own ``.npz`` layout, atomically."""
+    arrays, config = _arrays_and_config(net)
+    config["format"] = FORMAT_VERSION
+    buf = io.BytesIO()
+    np.savez(buf, **{_CONFIG_KEY: np.array(json.dumps(config))}, **arrays)
+    write_atomic(path, buf.getvalue())
+
+
+def _need(data: dict, key: str, path) -> np.ndarray:
+    if key not in data:
+        raise ModelFileError(f"{path}: missing array {key!r}")
+    return data[key]
+
+
+def _from_own(data: dict, config: dict, path):
+    arch, n = config.get("arch"), int(config.get("layers", 0))
+    if arch in ("mlp", "maxout"):
+        ws = tuple(_need(data, f"weights.{i}", path) for i in range(n))
+        bs = tuple(_need(data, f"biases.{i}", path) for i in range(n))
+        if arch == "mlp":
+            return MLP(ws, bs)
+        return Maxout(ws, bs, _need(data, "readout_W", path), _need(data, "readout_b", path))
+    if arch == "transformer":
+        blocks = tuple(Block(**{f: _need(data, f"blocks.{i}.{f}", path) for f in _BLOCK_FIELDS}) for i in range(n))
+        vb = config.get("valid_box")
+        return Transformer(
+            E=_need(data, "E", path),
+            P=_need(data, "P", path),
+            blocks=blocks,
+            readout_W=_need(data, "readout_W", path),
+            readout_b=_need(data, "readout_b", path),
+            attention=config.get("attention", "hardmax"),
+            causal=bool(config.get("causal", False)),
+            scale_by_T=bool(config.get("scale_by_T", False)),
+            inv_temperature=float(config.get("inv_temperature", 1.0)),
+            readout_token=int(config.get("readout_token", 0)),
+            valid_box=None if vb is None else (tuple(vb[0]), tuple(vb[1])),
+        )
+    raise ModelFileError(f"{path}: unknown architecture {arch!r} in its config")
+
+
+_TORCH_KEY = re.compile(r"^(\d+)\.(weight|bias)$")
+
+
+def _from_torch(data: dict, path) -> MLP:
+    layers: dict[int, dict[str, np.ndarray]] = {}
+    for key, value in data.items():
+        m = _TORCH_KEY.match(key)
+        if not m:
+            raise ModelFileError(f"{path}: key {key!r} is neither regioncount's layout nor a Sequential state dict")
+        layers.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    if not layers:
+        raise ModelFileError(f"{path}: holds no layers")
+    ws, bs = [], []
+    for idx in sorted(layers):
+        if "weight" not in layers[idx]:
+            raise ModelFileError(f"{path}: layer {idx} has a bias but no weight")
+        w = layers[idx]["weight"]
+        ws.append(w)
+        bs.append(layers[idx].get("bias", np.zeros(w.shape[0] if w.ndim else 0)))
+    return MLP(tuple(ws), tuple(bs))
+
+
+def load_model(path):
+    """Read a model file (either layout) into an MLP, Maxout or Transformer.
+
+    Raises :class:`ModelFileError` with one clear sentence for a missing or unreadable file, missing
+    keys, shapes that do not fit, or NaN/inf entries.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFileError(f"{path}: no such model file")
+    try:
+        with np.load(p, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise ModelFileError(f"{path}: not a readable .npz file ({e})") from None
+    for key, value in data.items():
+        if key != _CONFIG_KEY and (value.dtype.kind not in "fiub" or not np.all(np.isfinite(value))):
+            raise ModelFileError(f"{path}: array {key!r} is not finite real numbers (NaN, inf or non-numeric)")
+    try:
+        if _CONFIG_KEY in data:
+            try:
+                config = json.loads(str(data.pop(_CONFIG_KEY)))
+            except json.JSONDecodeError as e:
+                raise ModelFileError(f"{path}: config is not valid JSON ({e})") from None
+            return _from_own(data, config, path)
+        return _from_torch(data, path)
+    except ModelFileError:
+        raise
+    except (ValueError, TypeError, IndexError) as e:
+        raise ModelFileError(f"{path}: {e}") from None

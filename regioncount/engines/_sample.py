@@ -1,0 +1,238 @@
+"""The ``sample`` engine (DESIGN §3): count distinct activation codes over a grid or random points.
+
+Forward passes and hashing run jitted in JAX (:func:`~regioncount.engines._forward.forward_keys`), in
+chunks so that peak memory does not grow with the sample count. Distinct 128-bit keys are merged on the
+host with NumPy (sorting, not hashing into Python objects). A sampled count is a lower bound on the
+number of activation regions; alongside it we report the abundance statistics species-richness
+estimators use: f1 and f2 (codes seen once and twice), the Good–Turing unseen mass f1/N and coverage
+1 - f1/N (Good 1953), and Chao1 (Chao 1984; bias-corrected form when f2 = 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from .._domain import Box, Segment, Slice
+from .._errors import DomainError, MemoryCapError
+from ..networks import check_domain, lower, walk_widths
+from ..networks._ops import Attention, code_length
+from ._forward import forward_keys, hash_multipliers
+
+#: Bytes one distinct code costs while merging: two uint64 key lanes, an int64 count, and sort scratch.
+BYTES_PER_DISTINCT = 3 * 24
+DEFAULT_MEMORY_CAP = 4 * 2**30
+#: Activation memory a chunk may use (bytes); sets the chunk size.
+CHUNK_BUDGET = 256 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleCount:
+    """Result of a sampled count. ``regions`` is a LOWER BOUND on the activation regions of the domain."""
+
+    regions: int
+    samples: int
+    f1: int
+    f2: int
+    chao1: float
+    coverage: float
+    unseen_mass: float
+    ties: int
+    mode: str
+    seconds: float = 0.0
+    exact: bool = False
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["lower_bound"] = True
+        return d
+
+
+def chao1(distinct: int, f1: int, f2: int) -> float:
+    """Chao1 richness estimate: ``S + f1^2 / (2 f2)``, or ``S + f1 (f1 - 1) / (2 (f2 + 1))`` when f2 = 0."""
+    if f2 > 0:
+        return distinct + f1 * f1 / (2.0 * f2)
+    return distinct + f1 * (f1 - 1) / (2.0 * (f2 + 1))
+
+
+def _unique_weighted(ka: np.ndarray, kb: np.ndarray, w: np.ndarray):
+    """Distinct 128-bit keys ``(ka, kb)`` with summed weights; output sorted by ``(ka, kb)``."""
+    if ka.size == 0:
+        return ka, kb, w
+    order = np.argsort(ka, kind="stable")
+    ka_s, kb_s = ka[order], kb[order]
+    same_a = ka_s[1:] == ka_s[:-1]
+    if np.any(same_a & (kb_s[1:] != kb_s[:-1])):
+        # Two codes share the first lane: order by both lanes (rare, ~S^2 / 2^65).
+        order = np.lexsort((kb, ka))
+        ka_s, kb_s = ka[order], kb[order]
+        same_a = ka_s[1:] == ka_s[:-1]
+    new = np.ones(ka_s.size, bool)
+    new[1:] = ~(same_a & (kb_s[1:] == kb_s[:-1]))
+    starts = np.flatnonzero(new)
+    return ka_s[starts], kb_s[starts], np.add.reduceat(w[order], starts)
+
+
+class _DistinctCounter:
+    """Accumulates distinct keys with multiplicities across chunks, merging lazily (amortised n log n)."""
+
+    def __init__(self):
+        self.ka = np.zeros(0, np.uint64)
+        self.kb = np.zeros(0, np.uint64)
+        self.n = np.zeros(0, np.int64)
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.pending_size = 0
+
+    def add(self, ka, kb, w):
+        self.pending.append(_unique_weighted(ka, kb, w))
+        self.pending_size += self.pending[-1][0].size
+        if self.pending_size > max(self.ka.size, 1 << 16):
+            self._merge()
+
+    def _merge(self):
+        if not self.pending:
+            return
+        parts = [(self.ka, self.kb, self.n), *self.pending]
+        self.ka, self.kb, self.n = _unique_weighted(*(np.concatenate(p) for p in zip(*parts)))
+        self.pending, self.pending_size = [], 0
+
+    def counts(self) -> np.ndarray:
+        self._merge()
+        return self.n
+
+
+def _activation_floats(program) -> int:
+    """Floats one example keeps live in the forward pass (a generous estimate for chunk sizing)."""
+    T = program.tokens
+    total = T * program.input_dim
+    for op, w_in, w_out in walk_widths(program):
+        total += T * (w_in + w_out)
+        if isinstance(op, Attention):
+            dk = op.Wq.shape[2] + op.Wk.shape[2] + op.Wv.shape[2]
+            total += op.heads * (T * T * 3 + T * dk)
+    return total + 3 * code_length(program)
+
+
+def _param_box(domain):
+    if isinstance(domain, (Box, Slice, Segment)):
+        return domain.param_lo, domain.param_hi
+    raise DomainError(f"unknown domain {domain!r}")
+
+
+def _input_bbox(domain):
+    """Bounding box of the domain in input space (for checking a compiled model's valid box)."""
+    lo, hi = _param_box(domain)
+    x0, V = domain.input_map()
+    corners = np.stack(np.meshgrid(*[[a, b] for a, b in zip(lo, hi)], indexing="ij"), -1).reshape(-1, lo.size)
+    X = x0 + corners @ V.T
+    return X.min(0), X.max(0)
+
+
+def count_sampled(
+    net,
+    domain,
+    *,
+    grid: int | None = None,
+    samples: int | None = None,
+    seed: int = 0,
+    chunk: int | None = None,
+    memory_cap: int = DEFAULT_MEMORY_CAP,
+    progress: Callable[[int, int], None] | None = None,
+) -> SampleCount:
+    """Count distinct activation codes of ``net`` over ``domain`` (a lower bound on its regions).
+
+    Exactly one of ``grid`` (``grid`` points per parameter axis, cell centres, ``grid**dim`` points in
+    all) and ``samples`` (that many uniform random points, seeded by ``seed``) is given. ``domain`` is a
+    :class:`Box` in R^q, a 2D :class:`Slice`, or a :class:`Segment`. ``progress(done, total)`` is
+    called after each chunk. Raises :class:`MemoryCapError` before any work when the distinct-code
+    table could outgrow ``memory_cap`` bytes.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    program = lower(net)
+    x0, V = domain.input_map()
+    if V.shape[0] != program.input_dim:
+        raise DomainError(f"the domain lives in R^{V.shape[0]} but the network takes {program.input_dim} inputs")
+    check_domain(net, *_input_bbox(domain))
+    if (grid is None) == (samples is None):
+        raise ValueError("give exactly one of grid= and samples=")
+    lo, hi = _param_box(domain)
+    dim = lo.size
+    if grid is not None:
+        if grid < 1:
+            raise ValueError("grid must be at least 1 point per axis")
+        total = int(grid) ** dim
+    else:
+        if samples < 1:
+            raise ValueError("samples must be at least 1")
+        total = int(samples)
+    need = total * BYTES_PER_DISTINCT
+    if need > memory_cap:
+        raise MemoryCapError(
+            f"{total:,} samples may need {need / 2**30:.1f} GiB to hold their distinct codes, over the "
+            f"{memory_cap / 2**30:.1f} GiB cap: lower --grid/--samples or raise --memory-cap"
+        )
+    per_point = 8 * _activation_floats(program)
+    if chunk is None:
+        chunk = int(min(1 << 18, max(1024, CHUNK_BUDGET // per_point)))
+    mult = hash_multipliers(code_length(program))
+    rng = np.random.default_rng(seed)
+    step = (hi - lo) / (grid if grid else 1)
+    counter = _DistinctCounter()
+    ties = 0
+    done = 0
+    while done < total:
+        n = min(chunk, total - done)
+        if grid is not None:
+            idx = np.unravel_index(np.arange(done, done + n), (grid,) * dim)
+            U = lo + (np.stack(idx, -1) + 0.5) * step
+        else:
+            U = rng.uniform(lo, hi, size=(n, dim))
+        X = x0 + U @ V.T
+        if n < chunk:  # pad to the compiled batch size; padded rows are dropped below
+            X = np.concatenate([X, np.repeat(X[-1:], chunk - n, 0)])
+        keys, head, tie = forward_keys(program, X, mult)
+        keys, head = np.asarray(keys)[:n], np.asarray(head)[:n]
+        ties += int(np.asarray(tie)[:n].sum())
+        starts = np.flatnonzero(head)
+        runs = np.diff(np.append(starts, n))
+        counter.add(keys[starts, 0], keys[starts, 1], runs)
+        done += n
+        if progress is not None:
+            progress(done, total)
+    counts = counter.counts()
+    f1 = int(np.sum(counts == 1))
+    f2 = int(np.sum(counts == 2))
+    distinct = int(counts.size)
+    return SampleCount(
+        regions=distinct,
+        samples=total,
+        f1=f1,
+        f2=f2,
+        chao1=chao1(distinct, f1, f2),
+        coverage=1.0 - f1 / total,
+        unseen_mass=f1 / total,
+        ties=ties,
+        mode="grid" if grid is not None else "random",
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def grid_codes(net, domain, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parameter points ``(grid**dim, dim)`` (cell centres) and their full codes ``(grid**dim, C)``.
+
+    Unchunked; meant for tests and pictures of small grids.
+    """
+    from ._forward import forward_codes
+
+    program = lower(net)
+    lo, hi = _param_box(domain)
+    dim = lo.size
+    axes = [lo[i] + (np.arange(grid) + 0.5) * (hi[i] - lo[i]) / grid for i in range(dim)]
+    U = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, dim)
+    _, codes, _ = forward_codes(program, domain.to_input(U))
+    return U, np.asarray(codes)
+

@@ -1,0 +1,121 @@
+import json
+
+import numpy as np
+import pytest
+
+from regioncount._io import load_model
+from regioncount_cli.main import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def mlp_file(tmp_path, capsys):
+    path = tmp_path / "mlp.npz"
+    code, out, _ = run(capsys, "build", "random-mlp", "--out", str(path), "--widths", "8,8", "--seed", "3")
+    assert code == 0 and path.exists()
+    return path
+
+
+def test_count_sample_json_fields(capsys, mlp_file):
+    code, out, err = run(capsys, "count", str(mlp_file), "--method", "sample", "--box", "-2", "2", "--grid", "300", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    for key in ("regions", "linear_regions", "method", "exact", "seconds", "samples", "f1", "f2", "chao1", "coverage"):
+        assert key in res
+    assert res["method"] == "sample" and res["exact"] is False and res["linear_regions"] is None
+    assert res["samples"] == 300 * 300 and res["regions"] >= 1 and res["lower_bound"] is True
+
+
+def test_count_table_says_lower_bound(capsys, mlp_file):
+    code, out, _ = run(capsys, "count", str(mlp_file), "--method", "sample", "--grid", "100")
+    assert code == 0 and "lower bound" in out
+
+
+def test_count_writes_json_file(capsys, mlp_file, tmp_path):
+    target = tmp_path / "res" / "count.json"
+    code, _, _ = run(capsys, "count", str(mlp_file), "--method", "sample", "--grid", "50", "--out", str(target))
+    assert code == 0 and json.loads(target.read_text())["samples"] == 2500
+
+
+@pytest.mark.parametrize("kind, extra", [
+    ("random-mlp", ["--widths", "4,4"]),
+    ("random-maxout", ["--widths", "3,3", "--k", "3"]),
+    ("random-transformer", ["--depth", "2", "--attention", "relu", "--causal"]),
+])
+def test_build_writes_loadable_models(capsys, tmp_path, kind, extra):
+    path = tmp_path / f"{kind}.npz"
+    code, _, err = run(capsys, "build", kind, "--out", str(path), *extra)
+    assert code == 0, err
+    net = load_model(path)
+    assert net.input_dim == 2
+
+
+def _one_error_line(err):
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("regioncount: error:")
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_unknown_option(capsys, mlp_file):
+    code, _, err = run(capsys, "count", str(mlp_file), "--bogus")
+    assert code == 2
+    assert "--bogus" in _one_error_line(err)
+
+
+def test_unknown_method(capsys, mlp_file):
+    code, _, err = run(capsys, "count", str(mlp_file), "--method", "magic")
+    assert code == 2 and "magic" in _one_error_line(err)
+
+
+def test_missing_model(capsys, tmp_path):
+    code, _, err = run(capsys, "count", str(tmp_path / "none.npz"), "--method", "sample")
+    assert code == 1 and "no such model file" in _one_error_line(err)
+
+
+@pytest.mark.parametrize("bad", ["nan", "shape", "missing"])
+def test_malformed_model(capsys, tmp_path, bad):
+    path = tmp_path / "bad.npz"
+    arrays = {"0.weight": np.ones((3, 2)), "0.bias": np.ones(3), "2.weight": np.ones((1, 3)), "2.bias": np.ones(1)}
+    if bad == "nan":
+        arrays["0.weight"][0, 0] = np.nan
+    elif bad == "shape":
+        arrays["2.weight"] = np.ones((1, 5))
+    else:
+        del arrays["2.weight"]
+    np.savez(path, **arrays)
+    code, _, err = run(capsys, "count", str(path), "--method", "sample")
+    assert code == 1 and str(path) in _one_error_line(err)
+
+
+def test_empty_box(capsys, mlp_file):
+    code, _, err = run(capsys, "count", str(mlp_file), "--method", "sample", "--box", "1", "1")
+    assert code == 1 and "LO" in _one_error_line(err)
+
+
+def test_memory_cap_leaves_no_file(capsys, mlp_file, tmp_path):
+    target = tmp_path / "never.json"
+    code, _, err = run(
+        capsys, "count", str(mlp_file), "--method", "sample", "--samples", "100000000000", "--out", str(target)
+    )
+    assert code == 1 and "cap" in _one_error_line(err)
+    assert not target.exists()
+
+
+def test_bad_widths(capsys, tmp_path):
+    code, _, err = run(capsys, "build", "random-mlp", "--out", str(tmp_path / "x.npz"), "--widths", "4,x")
+    assert code == 2 and "--widths" in _one_error_line(err)
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_help_explains_every_option(capsys):
+    code, out, _ = run(capsys, "count", "--help")
+    assert code == 0
+    for opt in ("--method", "--box", "--grid", "--samples", "--seed", "--json", "--origin", "--from", "--memory-cap"):
+        assert opt in out

@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+
+import regioncount as rc
+from regioncount._errors import ModelFileError
+from regioncount._io import load_model, save_model
+from regioncount.engines._forward import forward_codes
+
+
+def _same(a, b):
+    X = np.random.default_rng(0).uniform(-2, 2, (200, a.input_dim))
+    ya, ca, _ = forward_codes(a.lower(), X)
+    yb, cb, _ = forward_codes(b.lower(), X)
+    np.testing.assert_array_equal(np.asarray(ca), np.asarray(cb))
+    np.testing.assert_array_equal(np.asarray(ya), np.asarray(yb))
+
+
+@pytest.mark.parametrize(
+    "net",
+    [
+        rc.random_mlp(3, [5, 4], 2, seed=0),
+        rc.random_maxout(2, [3, 3], k=4, seed=1),
+        rc.random_transformer(2, tokens=3, d_model=4, depth=2, heads=2, causal=True, seed=2),
+        rc.random_transformer(2, tokens=3, d_model=4, depth=1, attention="relu", scale_by_T=True, seed=3),
+        rc.random_transformer(2, tokens=2, d_model=4, depth=1, attention="softmax", inv_temperature=3.5, seed=4),
+    ],
+    ids=["mlp", "maxout", "hardmax", "relu", "softmax"],
+)
+def test_round_trip_is_identical(net, tmp_path):
+    path = tmp_path / "m.npz"
+    save_model(net, path)
+    back = load_model(path)
+    assert type(back) is type(net)
+    for name in ("attention", "causal", "scale_by_T", "inv_temperature", "valid_box", "readout_token"):
+        assert getattr(back, name, None) == getattr(net, name, None)
+    import jax
+
+    for la, lb in zip(jax.tree_util.tree_leaves(net), jax.tree_util.tree_leaves(back)):
+        np.testing.assert_array_equal(la, lb)
+    _same(net, back)
+
+
+def test_valid_box_survives_round_trip(tmp_path):
+    net = rc.random_transformer(2, tokens=2, d_model=4, depth=1, seed=0)
+    import dataclasses
+
+    net = dataclasses.replace(net, valid_box=((-1, -1), (2, 2)))
+    save_model(net, tmp_path / "c.npz")
+    assert load_model(tmp_path / "c.npz").valid_box == ((-1.0, -1.0), (2.0, 2.0))
+
+
+def test_torch_sequential_layout_gives_same_codes(tmp_path):
+    net = rc.random_mlp(2, [6, 5], 3, seed=9)
+    # what np.savez(path, **{k: v.numpy() for k, v in model.state_dict().items()}) writes for
+    # nn.Sequential(Linear, ReLU, Linear, ReLU, Linear): float32 arrays keyed by module index
+    keys = {}
+    for i, (w, b) in enumerate(zip(net.weights, net.biases)):
+        keys[f"{2 * i}.weight"] = w.astype(np.float32)
+        keys[f"{2 * i}.bias"] = b.astype(np.float32)
+    np.savez(tmp_path / "torch.npz", **keys)
+    loaded = load_model(tmp_path / "torch.npz")
+    assert isinstance(loaded, rc.MLP) and loaded.widths == (6, 5) and loaded.output_dim == 3
+    in_code = rc.MLP(tuple(w.astype(np.float32) for w in net.weights), tuple(b.astype(np.float32) for b in net.biases))
+    _same(loaded, in_code)
+
+
+def test_torch_layout_orders_layers_numerically(tmp_path):
+    rng = np.random.default_rng(0)
+    shapes = [(4, 2)] + [(4, 4)] * 5 + [(1, 4)]
+    keys = {}
+    for i, s in enumerate(shapes):
+        keys[f"{2 * i}.weight"] = rng.normal(size=s)
+        keys[f"{2 * i}.bias"] = rng.normal(size=s[0])
+    np.savez(tmp_path / "deep.npz", **keys)  # keys 10.weight, 12.weight sort after 2.weight as strings
+    net = load_model(tmp_path / "deep.npz")
+    np.testing.assert_array_equal(net.weights[6], keys["12.weight"])
+
+
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        ({"0.weight": np.ones((3, 2)), "0.bias": np.ones(3), "2.weight": np.ones((1, 4)), "2.bias": np.ones(1)}, "expects"),
+        ({"0.weight": np.array([[np.nan, 1.0]]), "0.bias": np.ones(1)}, "not finite"),
+        ({"0.weight": np.array([[np.inf, 1.0]]), "0.bias": np.ones(1)}, "not finite"),
+        ({"0.bias": np.ones(3)}, "no weight"),
+        ({"foo": np.ones(3)}, "neither"),
+        ({}, "no layers"),
+    ],
+)
+def test_malformed_files_raise_clear_errors(tmp_path, arrays, message):
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ModelFileError, match=message):
+        load_model(tmp_path / "bad.npz")
+
+
+def test_missing_key_in_own_layout(tmp_path):
+    net = rc.random_maxout(2, [3], k=2, seed=0)
+    save_model(net, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz") as f:
+        data = {k: f[k] for k in f.files if k != "readout_b"}
+    np.savez(tmp_path / "m2.npz", **data)
+    with pytest.raises(ModelFileError, match="readout_b"):
+        load_model(tmp_path / "m2.npz")
+
+
+def test_not_a_file_and_not_an_npz(tmp_path):
+    with pytest.raises(ModelFileError, match="no such"):
+        load_model(tmp_path / "nothing.npz")
+    (tmp_path / "junk.npz").write_text("hello")
+    with pytest.raises(ModelFileError, match="readable"):
+        load_model(tmp_path / "junk.npz")

@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+import regioncount as rc
+from regioncount._domain import Box, Segment, Slice
+from regioncount._errors import DomainError, MemoryCapError
+from regioncount.engines._sample import _unique_weighted, chao1, count_sampled, grid_codes
+
+from _nets import lines_mlp
+
+
+@pytest.mark.parametrize("n", [1, 3, 6, 9])
+def test_lines_in_general_position_give_closed_form(n):
+    net = lines_mlp(n, seed=n)
+    res = count_sampled(net, Box(-1, 1, 2), grid=1500)
+    assert res.regions == 1 + n + n * (n - 1) // 2
+    assert res.samples == 1500**2
+
+
+def test_counts_do_not_depend_on_chunking():
+    net = rc.random_mlp(2, [10, 10], seed=3)
+    a = count_sampled(net, Box(-2, 2, 2), grid=300, chunk=1024)
+    b = count_sampled(net, Box(-2, 2, 2), grid=300, chunk=1 << 17)
+    assert (a.regions, a.f1, a.f2) == (b.regions, b.f1, b.f2)
+    # the distinct count equals an independent count of the full codes
+    _, codes = grid_codes(net, Box(-2, 2, 2), 300)
+    assert a.regions == len({c.tobytes() for c in codes})
+
+
+def test_random_points_are_seeded_and_chunk_invariant():
+    net = rc.random_maxout(2, [5, 5], k=3, seed=1)
+    a = count_sampled(net, Box(-1, 1, 2), samples=50_000, seed=7, chunk=4096)
+    b = count_sampled(net, Box(-1, 1, 2), samples=50_000, seed=7, chunk=50_000)
+    c = count_sampled(net, Box(-1, 1, 2), samples=50_000, seed=8)
+    assert (a.regions, a.f1, a.f2) == (b.regions, b.f1, b.f2)
+    assert (a.regions, a.f1) != (c.regions, c.f1)
+
+
+def test_abundance_statistics_match_direct_computation():
+    net = rc.random_mlp(2, [12, 12], seed=5)
+    res = count_sampled(net, Box(-3, 3, 2), samples=20_000, seed=1)
+    _, codes = grid_codes(net, Box(-3, 3, 2), 2)  # warm the same program
+    rng = np.random.default_rng(1)
+    U = rng.uniform([-3, -3], [3, 3], size=(20_000, 2))
+    from regioncount.engines._forward import forward_codes
+
+    _, c, _ = forward_codes(net.lower(), U)
+    _, counts = np.unique(np.asarray(c), axis=0, return_counts=True)
+    f1, f2 = int((counts == 1).sum()), int((counts == 2).sum())
+    assert (res.regions, res.f1, res.f2) == (counts.size, f1, f2)
+    assert res.chao1 == pytest.approx(chao1(counts.size, f1, f2))
+    assert res.coverage == pytest.approx(1 - f1 / 20_000)
+    assert res.chao1 >= res.regions
+
+
+def test_chao1_formulas():
+    assert chao1(10, 4, 2) == 10 + 16 / 4
+    assert chao1(10, 4, 0) == 10 + 4 * 3 / 2
+
+
+def test_unique_weighted_separates_second_lane():
+    ka = np.array([5, 5, 5, 1, 1], np.uint64)
+    kb = np.array([2, 1, 2, 9, 9], np.uint64)
+    a, b, w = _unique_weighted(ka, kb, np.array([1, 2, 3, 4, 5]))
+    assert list(zip(a.tolist(), b.tolist(), w.tolist())) == [(1, 9, 9), (5, 1, 2), (5, 2, 4)]
+
+
+def test_slice_and_segment_domains():
+    net3 = rc.random_mlp(3, [8], seed=2)
+    W = net3.weights[0]
+    net2 = rc.MLP((W[:, :2], net3.weights[1]), (net3.biases[0] + W[:, 2] * 0.5, net3.biases[1]))
+    s = count_sampled(net3, Slice([0, 0, 0.5], [1, 0, 0], [0, 1, 0], (-1, -1), (1, 1)), grid=400)
+    b = count_sampled(net2, Box(-1, 1, 2), grid=400)
+    assert s.regions == b.regions
+    seg = count_sampled(net3, Segment([-1, -1, -1], [1, 1, 1]), grid=20_000)
+    assert 1 <= seg.regions <= 9
+
+
+def test_sampled_is_a_lower_bound_that_grows_with_samples():
+    net = rc.random_mlp(2, [16, 16], seed=0)
+    counts = [count_sampled(net, Box(-2, 2, 2), grid=g).regions for g in (50, 200, 800)]
+    assert counts[0] <= counts[1] <= counts[2]
+    assert counts[0] < counts[2]
+
+
+def test_bad_inputs():
+    net = rc.random_mlp(2, [4], seed=0)
+    with pytest.raises(MemoryCapError, match="cap"):
+        count_sampled(net, Box(-1, 1, 2), samples=10**9, memory_cap=2**30)
+    with pytest.raises(DomainError):
+        Box(1, -1, 2)
+    with pytest.raises(DomainError, match="inputs"):
+        count_sampled(net, Box(-1, 1, 3), grid=10)
+    with pytest.raises(ValueError, match="exactly one"):
+        count_sampled(net, Box(-1, 1, 2), grid=10, samples=10)

@@ -1,0 +1,596 @@
+"""The exact 1D ``line`` engine (DESIGN §3): every piece of a network restricted to a segment.
+
+On the segment ``x = a + t (b - a)``, ``t in [0, 1]``, every quantity of the forward pass is an exact
+polynomial in ``t`` between two events. The engine keeps a list of intervals, each carrying the whole
+state ``H`` as polynomial coefficients, and lets every op of the :class:`~regioncount.networks.Program`
+split every interval at the roots (inside it) of the comparisons that op makes:
+
+- ReLU: the roots of every pre-activation;
+- GroupMax (maxout): the roots of the pairwise differences of the ``k`` pieces of every unit;
+- hardmax attention: the roots of the pairwise score differences ``S_ij - S_ij'`` of every head and
+  query (products of two polynomials: quadratics when ``H`` is affine in ``t``);
+- ReLU attention: the roots of every score entry ``S_ij``.
+
+The op's decision is then read at the midpoint of every sub-interval and adjacent sub-intervals with
+equal decisions are merged again, so a root that changes no decision (a tangency, a double root, a
+crossing below the current maximum) never creates a piece. The decisions are read from the
+polynomials, in the code layout of ``networks/_ops.py``, so each piece's code is the code
+:func:`~regioncount.engines._forward.forward_codes` gives inside it.
+
+Numerics. Each interval stores its polynomials in its own local variable ``s in [-1, 1]``
+(``t = mid + half * s``); a split re-expands the parent's coefficients to the children, so later ops
+(score products, cubic ReLU-attention terms) are formed on small intervals where monomials are well
+conditioned. Roots of degree <= 2 are closed forms; higher degrees are eigenvalues of batched
+companion matrices polished by Newton steps. A polynomial whose coefficients are all below
+``_ZERO`` times the largest of its op on that interval is identically zero (a dead unit, an exact
+hardmax tie). A decision read where the compared value is within ``_NOISE`` of rounding is taken from
+the neighbouring sub-interval of the same parent (a sliver around a tangency). Pieces shorter than
+about ``1e-13`` of their parent interval, or ``1e-14`` in ``t``, are below this resolution.
+
+This module is NumPy (combinatorial splitting does not fit XLA); only the reference forward pass is JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+from .._domain import Segment
+from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError
+from ..networks import check_domain, lower
+from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
+
+_ZERO = 1e-12  # relative size below which a compared polynomial counts as identically zero
+_NOISE = 1e-12  # relative margin below which a midpoint decision is not trusted
+_S_EPS = 1e-13  # smallest sub-interval, relative to its parent (local units)
+_T_EPS = 1e-14  # smallest sub-interval in t
+_IMAG = 1e-6  # companion eigenvalues with a smaller imaginary part are candidate (near-double) roots
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LinePieces:
+    """The pieces of a network on a segment, exactly (up to float64 resolution, see the module docstring).
+
+    ``breaks`` ``(n+1,)``: t-values, ``breaks[0] = 0``, ``breaks[-1] = 1``, strictly increasing.
+    ``codes`` ``(n, C) int32``: the activation code on each piece, layout of ``forward_codes``.
+    ``output`` ``(n, out, degree+1)``: the output on each piece as coefficients of ``1, t, t^2, ...``
+    (ascending powers of the global ``t``; ill-conditioned for high degree on tiny pieces).
+    ``local_output`` ``(n, out, degree+1)``: the same polynomial in the piece's own variable
+    ``s in [-1, 1]``, ``t = (lo + hi)/2 + s (hi - lo)/2`` (well conditioned; used by :meth:`evaluate`).
+    ``kind``: ``"linear"`` (ReLU/Maxout/hardmax: affine on each piece) or ``"spline"`` (ReLU attention:
+    spline pieces, polynomial of degree <= ``degree`` on each).
+    ``piece_ties`` ``(n,)``: hardmax rows that tie identically on each piece (forward's ``ties`` there).
+    ``ties``: number of pieces on which some hardmax row ties identically (attention averaged there).
+    ``same_polynomial`` ``(n-1,)``: piece ``i+1`` carries the same output polynomial as piece ``i``.
+    """
+
+    segment: Segment
+    breaks: np.ndarray
+    codes: np.ndarray
+    output: np.ndarray
+    local_output: np.ndarray
+    kind: str
+    degree: int
+    ties: int
+    piece_ties: np.ndarray
+    same_polynomial: np.ndarray
+
+    @property
+    def activation_pieces(self) -> int:
+        """Number of pieces: maximal intervals of one activation code."""
+        return int(self.codes.shape[0])
+
+    @property
+    def distinct_codes(self) -> int:
+        """Number of distinct codes met (a code can come back on a curved partition, never for ReLU MLPs)."""
+        if self.codes.shape[1] == 0:
+            return 1
+        return int(np.unique(self.codes, axis=0).shape[0])
+
+    @property
+    def polynomial_pieces(self) -> int:
+        """Maximal runs of adjacent pieces whose output polynomials coincide (relative tolerance)."""
+        return int(self.codes.shape[0] - np.count_nonzero(self.same_polynomial))
+
+    @property
+    def linear_pieces(self) -> int:
+        """For ``kind == "linear"``: linear pieces (adjacent pieces with the same affine map merged;
+        Montúfar et al. 2014). For ``kind == "spline"`` these are *spline pieces with equal polynomials
+        merged*, not linear regions: ReLU attention is not piecewise linear."""
+        return self.polynomial_pieces
+
+    @property
+    def polynomial_breaks(self) -> np.ndarray:
+        """``breaks`` without the breaks between pieces carrying the same polynomial."""
+        keep = np.concatenate([[True], ~self.same_polynomial, [True]])
+        return self.breaks[keep]
+
+    def points(self, t) -> np.ndarray:
+        """Inputs ``a + t (b - a)`` for t-values of any shape ``S`` -> ``S + (q,)``."""
+        t = np.asarray(t, dtype=np.float64)
+        return self.segment.a + t[..., None] * (self.segment.b - self.segment.a)
+
+    def piece_index(self, t) -> np.ndarray:
+        """Index of the piece holding each t (a break belongs to the piece on its right; t = 1 to the last)."""
+        t = np.asarray(t, dtype=np.float64)
+        return np.clip(np.searchsorted(self.breaks, t, side="right") - 1, 0, self.activation_pieces - 1)
+
+    def evaluate(self, t) -> np.ndarray:
+        """The output at t-values ``(N,)`` from the piece polynomials -> ``(N, out)``."""
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        i = self.piece_index(t)
+        lo, hi = self.breaks[i], self.breaks[i + 1]
+        s = (t - (lo + hi) / 2) / ((hi - lo) / 2)
+        c = self.local_output[i]
+        y = c[..., -1]
+        for k in range(c.shape[-1] - 2, -1, -1):
+            y = y * s[:, None] + c[..., k]
+        return y
+
+
+# ---------------------------------------------------------------------------------------------------
+# polynomial helpers; coefficient arrays are (n, K+1, ...) with ascending powers on axis 1
+
+
+@functools.cache
+def _binomials(K: int) -> np.ndarray:
+    return np.array([[math.comb(k, j) for j in range(K + 1)] for k in range(K + 1)], dtype=np.float64)
+
+
+def _reexpand(C: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Coefficients of ``u -> p(a + b u)`` for ``p`` with coefficients ``C (n, K+1, ...)``; ``a, b (n,)``."""
+    K = C.shape[1] - 1
+    if K == 0:
+        return C.copy()
+    k = np.arange(K + 1)
+    e = k[:, None] - k[None, :]
+    low = e >= 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        M = _binomials(K) * np.where(low, a[:, None, None] ** np.where(low, e, 0), 0.0) * b[:, None, None] ** k
+    flat = C.reshape(C.shape[0], K + 1, -1)
+    return np.einsum("nkj,nkm->njm", M, flat).reshape(C.shape)
+
+
+def _polyval(C: np.ndarray, s: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Horner: ``sum_k C[rows, k] s^k`` for ``C (n, K+1, ...)``, ``s (m,)``, ``rows (m,)`` (default all).
+
+    Returns ``(m, ...)``.
+    """
+    pick = (lambda k: C[:, k]) if rows is None else (lambda k: C[rows, k])
+    shape = (-1,) + (1,) * (C.ndim - 2)
+    s = s.reshape(shape)
+    y = pick(C.shape[1] - 1)
+    for k in range(C.shape[1] - 2, -1, -1):
+        y = y * s + pick(k)
+    return y
+
+
+def _polymul(X: np.ndarray, Y: np.ndarray, spec: str) -> np.ndarray:
+    """Product of two polynomial arrays, contracted by the einsum ``spec`` on the non-coefficient axes.
+
+    ``X (n, Kx+1, ...)``, ``Y (n, Ky+1, ...)``; ``spec`` names only the axes after the coefficient one,
+    with ``n`` first, e.g. ``"nhie,nhje->nhij"``. Result ``(n, Kx+Ky+1, ...)``.
+    """
+    ins, out = spec.split("->")
+    xs, ys = ins.split(",")
+    ky = Y.shape[1]
+    full = f"{xs},{ys[0]}z{ys[1:]}->{out[0]}z{out[1:]}"
+    first = np.einsum(full, X[:, 0], Y)
+    Z = np.zeros((first.shape[0], X.shape[1] + ky - 1) + first.shape[2:])
+    Z[:, :ky] += first
+    for i in range(1, X.shape[1]):
+        Z[:, i : i + ky] += np.einsum(full, X[:, i], Y)
+    return Z
+
+
+def _pad(C: np.ndarray, K1: int) -> np.ndarray:
+    if C.shape[1] == K1:
+        return C
+    pad = [(0, 0)] * C.ndim
+    pad[1] = (0, K1 - C.shape[1])
+    return np.pad(C, pad)
+
+
+# ---------------------------------------------------------------------------------------------------
+# roots
+
+
+def _roots(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate roots in ``(-1, 1)`` of the polynomials ``P (m, K+1)`` -> ``(row (R,), s (R,))``.
+
+    Real roots are all returned; near-double roots may come as the real part of a close complex pair
+    (an extra candidate is harmless: the caller merges sub-intervals with equal decisions).
+    """
+    m, K1 = P.shape
+    rows_out: list[np.ndarray] = [np.zeros(0, np.int64)]
+    s_out: list[np.ndarray] = [np.zeros(0)]
+    if m == 0 or K1 < 2:
+        return rows_out[0], s_out[0]
+    A = np.abs(P)
+    big = A > 1e-14 * A.max(axis=1, keepdims=True)
+    deg = np.where(big.any(axis=1), K1 - 1 - np.argmax(big[:, ::-1], axis=1), 0)
+
+    r = np.flatnonzero(deg == 1)
+    if r.size:
+        rows_out.append(r)
+        s_out.append(-P[r, 0] / P[r, 1])
+
+    r = np.flatnonzero(deg == 2)
+    if r.size:
+        c0, c1, c2 = P[r, 0], P[r, 1], P[r, 2]
+        disc = c1 * c1 - 4 * c2 * c0
+        real = disc >= 0
+        sq = np.sqrt(np.where(real, disc, 0.0))
+        q = -0.5 * (c1 + np.where(c1 >= 0, sq, -sq))  # stable form, Numerical Recipes §5.6
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r1 = q / c2
+            r2 = np.where(q != 0, c0 / q, r1)
+        # a slightly negative discriminant is a rounded tangency: its vertex is a harmless candidate
+        near = ~real & (disc >= -1e-8 * (c1 * c1 + 4 * np.abs(c2 * c0)))
+        vertex = -c1 / (2 * c2)
+        for sel, val in ((real, r1), (real, r2), (near, vertex)):
+            rows_out.append(r[sel])
+            s_out.append(val[sel])
+
+    for d in np.unique(deg[deg >= 3]):
+        r = np.flatnonzero(deg == d)
+        lead = P[r, d]
+        comp = np.zeros((r.size, d, d))
+        comp[:, np.arange(1, d), np.arange(d - 1)] = 1.0
+        comp[:, :, -1] = -P[r, :d] / lead[:, None]
+        ev = np.linalg.eigvals(comp)
+        ok = (np.abs(ev.imag) <= _IMAG * (1 + np.abs(ev.real))) & (np.abs(ev.real) < 1.5)
+        rr, cc = np.nonzero(ok)
+        x = ev.real[rr, cc]
+        x = _newton(P[r[rr], : d + 1], x)
+        rows_out.append(r[rr])
+        s_out.append(x)
+
+    rows = np.concatenate(rows_out)
+    s = np.concatenate(s_out)
+    inside = np.isfinite(s) & (s > -1.0) & (s < 1.0)
+    return rows[inside], s[inside]
+
+
+def _newton(P: np.ndarray, x: np.ndarray, steps: int = 4) -> np.ndarray:
+    """Polish roots ``x (R,)`` of ``P (R, d+1)``; a step that does not reduce ``|p|`` is not taken."""
+    dP = P[:, 1:] * np.arange(1, P.shape[1])
+    for _ in range(steps):
+        p = _polyval(P, x)
+        dp = _polyval(dP, x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = x - p / dp
+        py = _polyval(P, np.where(np.isfinite(y), y, x))
+        x = np.where(np.isfinite(y) & (np.abs(py) < np.abs(p)), y, x)
+    return x
+
+
+# ---------------------------------------------------------------------------------------------------
+# splitting
+
+
+@dataclasses.dataclass
+class _State:
+    """All intervals with their polynomial state: ``H (n, K+1, T, d)`` in each interval's local ``s``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    H: np.ndarray
+    stack: list
+    codes: list
+    ties: np.ndarray
+
+    def refine(self, parent: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> None:
+        """Replace the intervals by children ``[sa, sb]`` (parent-local units) of ``parent``."""
+        mid, half = (self.lo + self.hi)[parent] / 2, (self.hi - self.lo)[parent] / 2
+        self.lo, self.hi = (
+            np.where(sa == -1.0, self.lo[parent], mid + half * sa),
+            np.where(sb == 1.0, self.hi[parent], mid + half * sb),
+        )
+        a, b = (sa + sb) / 2, (sb - sa) / 2
+        whole = (sa == -1.0) & (sb == 1.0)
+
+        def move(C):
+            out = C[parent]
+            cut = np.flatnonzero(~whole)
+            if cut.size:
+                out[cut] = _reexpand(out[cut], a[cut], b[cut])
+            return out
+
+        self.H = move(self.H)
+        self.stack = [move(C) for C in self.stack]
+        self.codes = [c[parent] for c in self.codes]
+        self.ties = self.ties[parent]
+
+
+def _subdivide(st: _State, rows: np.ndarray, s: np.ndarray):
+    """Cut every interval at the candidate roots ``s`` of interval ``rows`` -> sub-intervals
+    ``(parent (m,), s_lo (m,), s_hi (m,))`` sorted by parent then position."""
+    n = st.lo.shape[0]
+    mid, half = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
+    t = mid[rows] + half[rows] * s
+    ok = (s > -1 + _S_EPS) & (s < 1 - _S_EPS) & (t - st.lo[rows] > _T_EPS) & (st.hi[rows] - t > _T_EPS)
+    p = np.concatenate([np.arange(n), rows[ok]])
+    x = np.concatenate([np.full(n, -1.0), s[ok]])
+    order = np.lexsort((x, p))
+    p, x = p[order], x[order]
+    if p.size > n:
+        keep = np.ones(p.size, bool)
+        tx = mid[p] + half[p] * x
+        keep[1:] = (p[1:] != p[:-1]) | ((x[1:] - x[:-1] > _S_EPS) & (tx[1:] - tx[:-1] > _T_EPS))
+        p, x = p[keep], x[keep]
+    same = np.zeros(p.size, bool)
+    same[:-1] = p[1:] == p[:-1]
+    hi = np.where(same, np.append(x[1:], 1.0), 1.0)
+    return p, x, hi
+
+
+def _fill_uncertain(p: np.ndarray, dec: np.ndarray, unc: np.ndarray) -> np.ndarray:
+    """Replace decisions ``dec (m, E)`` flagged ``unc`` by the nearest trusted one of the same parent
+    (left first); keep them where the parent has none."""
+    cols = np.flatnonzero(unc.any(axis=0))
+    if cols.size == 0:
+        return dec
+    m = p.shape[0]
+    idx = np.arange(m)
+    first = np.ones(m, bool)
+    first[1:] = p[1:] != p[:-1]
+    start = np.maximum.accumulate(np.where(first, idx, 0))
+    last = np.ones(m, bool)
+    last[:-1] = p[1:] != p[:-1]
+    end = np.minimum.accumulate(np.where(last, idx, m)[::-1])[::-1]
+    u = unc[:, cols]
+    left = np.maximum.accumulate(np.where(u, -1, idx[:, None]), axis=0)
+    right = np.minimum.accumulate(np.where(u, m, idx[:, None])[::-1], axis=0)[::-1]
+    src = np.where(left >= start[:, None], left, np.where(right <= end[:, None], right, idx[:, None]))
+    out = dec.copy()
+    out[:, cols] = np.take_along_axis(dec[:, cols], src, axis=0)
+    return out
+
+
+def _merge(p: np.ndarray, lo: np.ndarray, hi: np.ndarray, dec: np.ndarray):
+    """Merge adjacent sub-intervals of one parent with equal decision rows -> children and their decisions."""
+    m = p.shape[0]
+    new = np.ones(m, bool)
+    if m > 1:
+        new[1:] = (p[1:] != p[:-1]) | np.any(dec[1:] != dec[:-1], axis=1)
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], m) - 1
+    return p[starts], lo[starts], hi[ends], dec[starts]
+
+
+def _sign_split(st: _State, Z: np.ndarray, allowed: np.ndarray | None = None):
+    """Split on the signs of ``Z (n, K+1, M)``; decision ``Z > 0`` (0 where not ``allowed (M,)``).
+
+    Returns ``(parent, sa, sb, bits (n_children, M) int32)``.
+    """
+    A = np.abs(Z)
+    zmax = A.max(axis=1)
+    if allowed is not None:
+        zmax = np.where(allowed, zmax, 0.0)
+    zero = zmax <= _ZERO * zmax.max(axis=1, keepdims=True)
+    r, c = np.nonzero(~zero)
+    rows, s = _roots(Z[r, :, c])
+    p, s_lo, s_hi = _subdivide(st, r[rows], s)
+    sm = (s_lo + s_hi) / 2
+    v = _polyval(Z, sm, p)
+    mag = _polyval(A, np.abs(sm), p)
+    z = zero[p]
+    dec = (v > 0) & ~z
+    unc = (np.abs(v) <= _NOISE * mag) & ~z
+    dec = _fill_uncertain(p, dec, unc)
+    par, sa, sb, bits = _merge(p, s_lo, s_hi, dec)
+    return par, sa, sb, bits.astype(np.int32)
+
+
+def _argmax_split(st: _State, C: np.ndarray, allowed: np.ndarray | None = None):
+    """Split on the argmax over the last axis of ``C (n, K+1, R, k)`` (keys not ``allowed (R, k)`` excluded).
+
+    Candidates whose difference is identically zero on an interval tie: they share the value of the
+    first of them, so the decision is the first maximal index, as ``jnp.argmax``.
+    Returns ``(parent, sa, sb, idx (n_children, R), group (n_children, R, k) bool)`` where ``group``
+    marks the keys tied with the winner (the winner included).
+    """
+    n, K1, R, k = C.shape
+    if allowed is None:
+        allowed = np.ones((R, k), bool)
+    j0, j1 = np.triu_indices(k, 1)
+    pair_ok = allowed[:, j0] & allowed[:, j1]  # (R, P)
+    A = np.abs(C)
+    scale = np.where(allowed, A.max(axis=1), 0.0).max(axis=(1, 2))  # (n,)
+    Dif = C[..., j0] - C[..., j1]  # (n, K+1, R, P)
+    tie = (np.abs(Dif).max(axis=1) <= _ZERO * scale[:, None, None]) & pair_ok
+    active = pair_ok & ~tie
+    nn, rr, pp = np.nonzero(active)
+    rows, s = _roots(Dif[nn, :, rr, pp])
+    p, s_lo, s_hi = _subdivide(st, nn[rows], s)
+
+    rep = np.broadcast_to(np.arange(k), (n, R, k)).copy()
+    for q in range(j0.size):
+        col = rep[..., j1[q]]
+        rep[..., j1[q]] = np.where(tie[..., q], np.minimum(col, j0[q]), col)
+
+    sm = (s_lo + s_hi) / 2
+    v = _polyval(C, sm, p)  # (m, R, k)
+    mag = _polyval(A, np.abs(sm), p)
+    rp = rep[p]
+    v = np.where(allowed, np.take_along_axis(v, rp, axis=-1), -np.inf)
+    idx = np.argmax(v, axis=-1)
+    top = np.take_along_axis(v, idx[..., None], axis=-1)[..., 0]
+    grp = rp == np.take_along_axis(rp, idx[..., None], axis=-1)
+    second = np.where(grp | ~allowed, -np.inf, v).max(axis=-1)
+    noise = _NOISE * np.where(allowed, mag, 0.0).max(axis=-1)
+    unc = (top - second) <= noise
+    idx = _fill_uncertain(p, idx, unc)
+    par, sa, sb, idx = _merge(p, s_lo, s_hi, idx)
+    rc = rep[par]
+    group = (rc == np.take_along_axis(rc, idx[..., None], axis=-1)) & allowed
+    return par, sa, sb, idx, group
+
+
+# ---------------------------------------------------------------------------------------------------
+# ops
+
+
+def _apply(st: _State, ops, tokens: int) -> None:
+    for op in ops:
+        if isinstance(op, Affine):
+            st.H = np.einsum("nktd,ed->nkte", st.H, op.W)
+            st.H[:, 0] += op.b
+        elif isinstance(op, ReLU):
+            n, K1, T, d = st.H.shape
+            par, sa, sb, bits = _sign_split(st, st.H.reshape(n, K1, T * d))
+            st.refine(par, sa, sb)
+            st.H = st.H * bits.reshape(-1, 1, T, d)
+            st.codes.append(bits)
+        elif isinstance(op, GroupMax):
+            n, K1, T, d = st.H.shape
+            u = d // op.k
+            G = st.H.reshape(n, K1, T * u, op.k)
+            par, sa, sb, idx, _ = _argmax_split(st, G)
+            st.refine(par, sa, sb)
+            G = st.H.reshape(-1, K1, T * u, op.k)
+            st.H = np.take_along_axis(G, idx[:, None, :, None], axis=-1).reshape(-1, K1, T, u)
+            st.codes.append(idx.astype(np.int32))
+        elif isinstance(op, Attention):
+            _attention(st, op, tokens)
+        elif isinstance(op, Residual):
+            st.stack.append(st.H)
+            _apply(st, op.body, tokens)
+            X = st.stack.pop()
+            K1 = max(X.shape[1], st.H.shape[1])
+            st.H = _pad(X, K1) + _pad(st.H, K1)
+        else:
+            raise TypeError(f"unknown op {type(op).__name__}")
+
+
+def _scores(st: _State, op: Attention):
+    Q = np.einsum("nktd,hde->nkhte", st.H, op.Wq)
+    K = np.einsum("nktd,hde->nkhte", st.H, op.Wk)
+    return _polymul(Q, K, "nhie,nhje->nhij")  # (n, 2K+1, heads, T, T)
+
+
+def _attention(st: _State, op: Attention, T: int) -> None:
+    h = op.heads
+    allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
+    S = _scores(st, op)
+    n, K1 = S.shape[:2]
+    if op.sigma == "hardmax":
+        par, sa, sb, idx, group = _argmax_split(st, S.reshape(n, K1, h * T, T), np.tile(allowed, (h, 1)))
+        st.refine(par, sa, sb)
+        count = group.sum(axis=-1)
+        Aw = (group / count[..., None]).reshape(-1, h, T, T)  # ties average over the tied keys
+        V = np.einsum("nktd,hde->nkhte", st.H, op.Wv)
+        st.H = np.einsum("nhij,nkhje,hed->nkid", Aw, V, op.Wo)
+        st.codes.append(idx.astype(np.int32))
+        st.ties = st.ties + (count > 1).sum(axis=-1)
+    elif op.sigma == "relu":
+        mask = np.broadcast_to(allowed, (h, T, T)).reshape(-1)
+        par, sa, sb, bits = _sign_split(st, S.reshape(n, K1, h * T * T), mask)
+        st.refine(par, sa, sb)
+        S = _scores(st, op) * bits.reshape(-1, 1, h, T, T)
+        if op.scale_by_T:
+            S = S / T
+        V = np.einsum("nktd,hde->nkhte", st.H, op.Wv)
+        AV = _polymul(S, V, "nhij,nhje->nhie")  # Lai, Lim, Liu 2024: cubic in H
+        st.H = np.einsum("nkhie,hed->nkid", AV, op.Wo)
+        st.codes.append(bits)
+    else:
+        raise NotPiecewiseError(_SOFTMAX)
+
+
+_SOFTMAX = (
+    "softmax attention is smooth, not piecewise: the line engine has no exact pieces to count; "
+    "use --method sample to count the codes of the FFN ReLUs"
+)
+
+
+def _degree_plan(program: Program, max_degree: int) -> int:
+    """Check every polynomial the walk needs stays within ``max_degree``; return the output degree."""
+
+    def visit(ops, deg: int) -> int:
+        for op in ops:
+            if isinstance(op, Residual):
+                deg = max(deg, visit(op.body, deg))
+            elif isinstance(op, Attention):
+                if op.sigma == "softmax":
+                    raise NotPiecewiseError(_SOFTMAX)
+                need = 3 * deg if op.sigma == "relu" else 2 * deg
+                if need > max_degree:
+                    raise DegreeTooHighError(
+                        f"{op.sigma} attention needs polynomials of degree {need} in t, above max_degree="
+                        f"{max_degree} (ReLU attention triples the degree per block); use --method sample"
+                    )
+                if op.sigma == "relu":
+                    deg = need
+        return deg
+
+    return visit(program.ops, 1)
+
+
+def _same_polynomials(lo: np.ndarray, hi: np.ndarray, C: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """For local output polynomials ``C (n, K+1, out)`` on ``[lo, hi]``: is piece ``i+1`` the same
+    polynomial as piece ``i``? -> ``(n-1,)`` bool.
+
+    Both are expanded at their common break and compared in units of the smaller piece's half-width;
+    each side's size, scaled alike, sets the tolerance, so a tiny piece's slope is not over-trusted.
+    """
+    n, K1, _ = C.shape
+    if n < 2:
+        return np.zeros(0, bool)
+    L = _reexpand(C[:-1], np.ones(n - 1), np.ones(n - 1))  # Taylor at the right end, left piece
+    Rr = _reexpand(C[1:], -np.ones(n - 1), np.ones(n - 1))  # Taylor at the left end, right piece
+    hl, hr = (hi - lo)[:-1] / 2, (hi - lo)[1:] / 2
+    hm = np.minimum(hl, hr)
+    k = np.arange(K1)[None, :, None]
+    rl, rr = (hm / hl)[:, None, None] ** k, (hm / hr)[:, None, None] ** k  # to the smaller piece's units
+    diff = np.abs(L * rl - Rr * rr)
+    size = np.abs(C).sum(axis=1)  # (n, out)
+    floor = 1e-12 * size.max()
+    tol = rtol * (np.maximum(size[:-1], floor)[:, None, :] * rl + np.maximum(size[1:], floor)[:, None, :] * rr)
+    return np.all(diff <= tol, axis=(1, 2))
+
+
+def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
+    """Every piece of ``net`` on ``segment``, exactly (DESIGN §3, ``line``).
+
+    ``net``: an MLP, Maxout, Transformer or :class:`~regioncount.networks.Program`; ``segment``: a
+    :class:`~regioncount._domain.Segment` or a pair ``(a, b)`` of input vectors ``(q,)``.
+    Raises :class:`NotPiecewiseError` for softmax attention and :class:`DegreeTooHighError` when ReLU
+    attention would need polynomials above ``max_degree``.
+    """
+    seg = segment if isinstance(segment, Segment) else Segment(*segment)
+    program = lower(net)
+    if seg.a.shape[0] != program.input_dim:
+        raise DomainError(f"the segment lives in R^{seg.a.shape[0]} but the network takes {program.input_dim} inputs")
+    check_domain(net, np.minimum(seg.a, seg.b), np.maximum(seg.a, seg.b))
+    degree = _degree_plan(program, max_degree)
+
+    T = program.tokens
+    mid, half = (seg.a + seg.b) / 2, (seg.b - seg.a) / 2
+    H = np.broadcast_to(np.stack([mid, half])[None, :, None, :], (1, 2, T, mid.shape[0])).copy()
+    st = _State(lo=np.zeros(1), hi=np.ones(1), H=H, stack=[], codes=[], ties=np.zeros(1, np.int64))
+    _apply(st, program.ops, T)
+
+    n = st.lo.shape[0]
+    local = _pad(st.H[:, :, program.out_token, :], degree + 1)[:, : degree + 1]  # (n, K+1, out)
+    m, h = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
+    with np.errstate(over="ignore", invalid="ignore"):
+        glob = _reexpand(local, -m / h, 1.0 / h)
+    codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
+    breaks = np.append(st.lo, st.hi[-1])
+    return LinePieces(
+        segment=seg,
+        breaks=breaks,
+        codes=codes.astype(np.int32),
+        output=glob.transpose(0, 2, 1),
+        local_output=local.transpose(0, 2, 1),
+        kind="linear" if is_piecewise_linear(program) else "spline",
+        degree=degree,
+        ties=int(np.count_nonzero(st.ties)),
+        piece_ties=st.ties,
+        same_polynomial=_same_polynomials(st.lo, st.hi, local),
+    )

@@ -18,9 +18,13 @@ from math import comb, prod
 
 
 def _int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or int(value) != value:
+    try:
+        v = int(value)
+        ok = not isinstance(value, bool) and v == value
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
         raise ValueError(f"{name} must be an integer, got {value!r}")
-    v = int(value)
     if v < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {v}")
     return v

@@ -119,3 +119,34 @@ def test_help_explains_every_option(capsys):
     assert code == 0
     for opt in ("--method", "--box", "--grid", "--samples", "--seed", "--json", "--origin", "--from", "--memory-cap"):
         assert opt in out
+
+
+@pytest.mark.parametrize(
+    "argv, value",
+    [
+        (["transformer_maxout_lower", "--m", "4", "--T", "3", "--q", "2", "--D", "6"], 48841),
+        (["transformer_maxout_lower", "--m", "2", "--T", "3", "--q", "3", "--D", "6"], 29125),
+        (["relu_lower_serra", "--widths", "6,3", "--n0", "2"], 112),
+        (["zaslavsky", "--n", "5", "--n0", "2"], 16),
+    ],
+)
+def test_bound_json(capsys, argv, value):
+    code, out, err = run(capsys, "bound", *argv, "--json")
+    assert code == 0, err
+    assert json.loads(out)["value"] == value
+
+
+def test_bound_lists_every_registered_bound(capsys):
+    from regioncount.theory._bounds import BOUNDS
+
+    code, out, _ = run(capsys, "bound", "--json")
+    assert code == 0 and {r["name"] for r in json.loads(out)} == set(BOUNDS)
+
+
+def test_bound_errors(capsys):
+    code, _, err = run(capsys, "bound", "maxout_lower", "--widths", "4", "--n0", "2")
+    assert code == 1 and "--k" in _one_error_line(err)
+    code, _, err = run(capsys, "bound", "no_such_bound")
+    assert code == 2 and "no_such_bound" in _one_error_line(err)
+    code, _, err = run(capsys, "bound", "transformer_maxout_lower", "--m", "1", "--T", "2", "--q", "1", "--D", "2")
+    assert code == 1 and "D >= 3" in _one_error_line(err)

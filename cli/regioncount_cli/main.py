@@ -106,6 +106,57 @@ def count(
     stdout.print(table)
 
 
+@app.command()
+def bound(
+    name: Annotated[str | None, typer.Argument(help="Bound to evaluate; omit to list them all.")] = None,
+    widths: Annotated[str | None, typer.Option(help="Hidden widths n_1..n_L, comma-separated (ReLU and Maxout bounds).")] = None,
+    n0: Annotated[int | None, typer.Option(help="Input dimension n0.")] = None,
+    k: Annotated[int | None, typer.Option(help="Maxout rank k.")] = None,
+    n: Annotated[int | None, typer.Option(help="Number of hyperplanes / ReLU units (zaslavsky).")] = None,
+    m: Annotated[int | None, typer.Option("--m", help="Per-token width m (transformer bound).")] = None,
+    tokens: Annotated[int | None, typer.Option("--T", help="Number of tokens T (transformer bound).")] = None,
+    q: Annotated[int | None, typer.Option("--q", help="Input dimension q (transformer bound).")] = None,
+    depth: Annotated[int | None, typer.Option("--D", help="Number of blocks D (transformer bound).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+):
+    """Evaluate a region bound of the literature in exact integer arithmetic (DESIGN §4)."""
+    from regioncount.theory._bounds import BOUNDS
+
+    if name is None:
+        rows = [
+            {"name": s.name, "kind": s.kind, "architecture": s.architecture, "params": list(s.params), "citation": s.citation,
+             "description": s.description}
+            for s in BOUNDS.values()
+        ]
+        if json_out:
+            print(dump_json(rows))
+            return
+        table = Table(title="bounds (regioncount bound NAME --help for options)")
+        for col in ("name", "kind", "parameters", "source"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["name"], r["kind"], " ".join("--" + p for p in r["params"]), r["citation"])
+        stdout.print(table)
+        return
+    if name not in BOUNDS:
+        fail(f"unknown bound {name!r}; one of: {', '.join(BOUNDS)}", 2)
+    spec = BOUNDS[name]
+    from ._common import parse_ints
+
+    options = {"widths": parse_ints(widths, "--widths") if widths else None, "n0": n0, "k": k, "n": n, "m": m,
+               "T": tokens, "q": q, "D": depth}
+    try:
+        value = spec(**options)
+    except ValueError as e:
+        fail(str(e))
+    used = {p: options[p] for p in spec.params}
+    if json_out:
+        print(dump_json({"bound": name, "value": value, "kind": spec.kind, "citation": spec.citation, **used}))
+        return
+    args = ", ".join(f"{p}={v}" for p, v in used.items())
+    stdout.print(f"{name}({args}) = [bold]{value:,}[/bold]   ({spec.kind} bound; {spec.citation})")
+
+
 def _save(net, out: Path):
     if out.suffix != ".npz":
         fail(f"--out must end in .npz, got {out}", 2)

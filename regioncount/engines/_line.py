@@ -348,6 +348,23 @@ def _fill_uncertain(p: np.ndarray, dec: np.ndarray, unc: np.ndarray) -> np.ndarr
     src = np.where(left >= start[:, None], left, np.where(right <= end[:, None], right, idx[:, None]))
     out = dec.copy()
     out[:, cols] = np.take_along_axis(dec[:, cols], src, axis=0)
+    # A sliver between two roots that coincide in exact arithmetic (two comparisons switching at one
+    # point) can end up differing from one neighbour only in untrusted columns: it joins that neighbour.
+    rows = np.flatnonzero(unc.any(axis=1))
+    for _ in range(3):
+        changed = False
+        for side in (-1, 1):
+            nb = rows + side
+            ok = (nb >= 0) & (nb < m)
+            r, nb = rows[ok], nb[ok]
+            r, nb = r[p[r] == p[nb]], nb[p[r] == p[nb]]
+            differ = out[r] != out[nb]
+            join = differ.any(axis=1) & ~np.any(differ & ~unc[r], axis=1)
+            if join.any():
+                out[r[join]] = out[nb[join]]
+                changed = True
+        if not changed:
+            break
     return out
 
 

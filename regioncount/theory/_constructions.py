@@ -183,54 +183,69 @@ def _simplex_normals(n0: int) -> np.ndarray:
     return V / np.linalg.norm(V, axis=1, keepdims=True)
 
 
-def general_forms(n_forms: int, n0: int, n_offsets: int, seed: int = 0):
+def _candidate_normals(n_forms: int, n0: int, rng: np.random.Generator) -> np.ndarray:
+    if n0 == 2 and n_forms >= 3:
+        # directions pi j / n (no two parallel), every other one flipped: gaps below pi, so they
+        # positively span; a random rotation and jitter keep them off the axes
+        theta = np.pi * (np.arange(n_forms) + rng.uniform(-0.2, 0.2, n_forms)) / n_forms + rng.uniform(0, np.pi)
+        flip = np.where(np.arange(n_forms) % 2, -1.0, 1.0)
+        return flip[:, None] * np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    W = rng.normal(size=(n_forms, n0))
+    if n_forms >= n0 + 1:
+        Q, _ = np.linalg.qr(rng.normal(size=(n0, n0)))
+        W[: n0 + 1] = _simplex_normals(n0) @ Q.T
+    return W / np.linalg.norm(W, axis=1, keepdims=True)
+
+
+def general_forms(n_forms: int, n0: int, n_offsets: int, seed: int = 0, tries: int = 24):
     """Affine forms for a last layer: unit normals ``W (n_forms, n0)`` and sorted offsets
     ``tau (n_forms, n_offsets)``; hyperplane (j, r) is ``W[j] . (y - 1/2) = tau[j, r]``.
 
-    Guarantees (checked, else another seed is drawn): any min(n0, n_forms) normals are independent;
-    every intersection of hyperplanes from min(n0, n_forms) distinct classes lies in
-    [0.1, 0.9]^{n0}; no n0 + 1 hyperplanes from distinct classes meet (general position); when
-    n_forms >= n0 + 1 the normals positively span R^{n0}. The arrangement then has
-    sum_{j<=n0} C(n_forms, j) n_offsets^j regions, all of which meet (0, 1)^{n0}.
+    Guarantees: any min(n0, n_forms) normals are independent; every intersection of hyperplanes from
+    min(n0, n_forms) distinct classes lies in [0.1, 0.9]^{n0}; no n0 + 1 hyperplanes from distinct
+    classes meet (general position); when n_forms >= n0 + 1 the normals positively span R^{n0}. The
+    arrangement then has sum_{j<=n0} C(n_forms, j) n_offsets^j regions, all of which meet
+    (0, 1)^{n0}. Of ``tries`` seeded candidates the one whose smallest gap (between parallel
+    hyperplanes, and between a vertex and any further hyperplane) is largest is kept, so the smallest
+    regions stay far above float64 resolution.
     """
     rng = np.random.default_rng(seed)
     r = min(n0, n_forms)
-    for _ in range(200):
-        W = rng.normal(size=(n_forms, n0))
-        if n_forms >= n0 + 1:
-            Q, _ = np.linalg.qr(rng.normal(size=(n0, n0)))
-            W[: n0 + 1] = _simplex_normals(n0) @ Q.T
-        W /= np.linalg.norm(W, axis=1, keepdims=True)
-        subsets = list(itertools.combinations(range(n_forms), r))
-        worst = 0.0
-        for S in subsets:
-            Ws = W[list(S)]
-            if np.linalg.svd(Ws, compute_uv=False)[-1] < 0.05:
-                break
-            worst = max(worst, np.abs(np.linalg.pinv(Ws)).sum(axis=1).max())
-        else:
-            eps = 0.4 / worst
-            tau = np.sort(rng.uniform(-eps, eps, (n_forms, n_offsets)), axis=1)
-            if n_offsets > 1 and np.min(np.diff(tau, axis=1)) < 0.05 * eps / n_offsets:
-                continue
-            if _in_general_position(W, tau, n0):
-                return W, tau
-    raise RuntimeError(f"no general-position forms found for n_forms={n_forms}, n0={n0}")  # pragma: no cover
+    subsets = np.array(list(itertools.combinations(range(n_forms), r)))
+    best, best_gap = None, 0.0
+    for _ in range(tries):
+        W = _candidate_normals(n_forms, n0, rng)
+        WS = W[subsets]  # (nS, r, n0)
+        if np.min(np.linalg.svd(WS, compute_uv=False)[:, -1]) < 1e-6:
+            continue
+        # ||W_S^+||_inf * eps <= 0.4 keeps every vertex within 0.4 of the centre 1/2
+        eps = 0.4 / np.max(np.abs(np.linalg.pinv(WS)).sum(axis=2))
+        strata = (np.arange(n_offsets) + 0.5 + rng.uniform(-0.3, 0.3, (n_forms, n_offsets))) / n_offsets
+        tau = eps * (2.0 * strata - 1.0)
+        gap = _separation(W, tau, n0)
+        if gap > best_gap:
+            best, best_gap = (W, tau), gap
+    if best is None:  # pragma: no cover - random normals are generic
+        raise RuntimeError(f"no general-position forms found for n_forms={n_forms}, n0={n0}")
+    return best
 
 
-def _in_general_position(W: np.ndarray, tau: np.ndarray, n0: int, limit: int = 200_000) -> bool:
+def _separation(W: np.ndarray, tau: np.ndarray, n0: int, limit: int = 1_000_000) -> float:
+    """Smallest distance between two parallel hyperplanes and between the vertex of n0 hyperplanes
+    (distinct classes) and a hyperplane of a further class; 0 means not in general position. Vertex
+    gaps are enumerated up to ``limit`` cases (beyond, only parallel gaps are scored)."""
     n_forms, n_off = tau.shape
-    if n_forms <= n0 or comb(n_forms, n0 + 1) * n_off ** (n0 + 1) > limit:
-        return True  # nothing to check, or too many to enumerate (a random choice is generic a.s.)
-    choices = np.array(list(itertools.product(range(n_off), repeat=n0 + 1)))
-    for S in itertools.combinations(range(n_forms), n0 + 1):
-        S = list(S)
-        A = W[S[:n0]]
-        v = np.linalg.solve(A, tau[S[:n0]][np.arange(n0), choices[:, :n0]].T)  # (n0, choices)
-        resid = W[S[n0]] @ v - tau[S[n0], choices[:, n0]]
-        if np.min(np.abs(resid)) < 1e-3 * np.max(np.abs(tau)):
-            return False
-    return True
+    gap = float(np.min(np.diff(tau, axis=1))) if n_off > 1 else np.inf
+    if n_forms <= n0 or comb(n_forms, n0) * (n_forms - n0) * n_off ** (n0 + 1) > limit:
+        return gap
+    base = np.array(list(itertools.combinations(range(n_forms), n0)))  # (nB, n0)
+    inv = np.linalg.inv(W[base])  # (nB, n0, n0)
+    pick = np.array(list(itertools.product(range(n_off), repeat=n0)))  # (nC, n0)
+    t = tau[base[:, None, :], pick[None, :, :]]  # (nB, nC, n0)
+    v = np.einsum("bij,bcj->bci", inv, t)  # vertices relative to the centre
+    others = np.array([[j for j in range(n_forms) if j not in row] for row in base])  # (nB, n_forms-n0)
+    resid = np.einsum("boi,bci->bco", W[others], v)[..., None] - tau[others][:, None]  # (nB, nC, no, n_off)
+    return min(gap, float(np.min(np.abs(resid))))
 
 
 def _readout(n: int, seed: int) -> np.ndarray:

@@ -34,7 +34,9 @@ class Box:
         if lo_v.shape != hi_v.shape:
             lo_v, hi_v = np.broadcast_arrays(lo_v, hi_v)
         if np.any(hi_v <= lo_v):
-            raise DomainError(f"empty box: need LO < HI in every coordinate (got LO={lo_v.tolist()}, HI={hi_v.tolist()})")
+            raise DomainError(
+                f"empty box: need LO < HI in every coordinate (got LO={lo_v.tolist()}, HI={hi_v.tolist()})"
+            )
         object.__setattr__(self, "lo", lo_v.copy())
         object.__setattr__(self, "hi", hi_v.copy())
 

@@ -2,9 +2,9 @@ import json
 
 import numpy as np
 import pytest
+from regioncount_cli.main import main
 
 from regioncount._io import load_model
-from regioncount_cli.main import main
 
 
 def run(capsys, *argv):
@@ -22,7 +22,9 @@ def mlp_file(tmp_path, capsys):
 
 
 def test_count_sample_json_fields(capsys, mlp_file):
-    code, out, err = run(capsys, "count", str(mlp_file), "--method", "sample", "--box", "-2", "2", "--grid", "300", "--json")
+    code, out, err = run(
+        capsys, "count", str(mlp_file), "--method", "sample", "--box", "-2", "2", "--grid", "300", "--json"
+    )
     assert code == 0, err
     res = json.loads(out)
     for key in ("regions", "linear_regions", "method", "exact", "seconds", "samples", "f1", "f2", "chao1", "coverage"):
@@ -42,11 +44,14 @@ def test_count_writes_json_file(capsys, mlp_file, tmp_path):
     assert code == 0 and json.loads(target.read_text())["samples"] == 2500
 
 
-@pytest.mark.parametrize("kind, extra", [
-    ("random-mlp", ["--widths", "4,4"]),
-    ("random-maxout", ["--widths", "3,3", "--k", "3"]),
-    ("random-transformer", ["--depth", "2", "--attention", "relu", "--causal"]),
-])
+@pytest.mark.parametrize(
+    "kind, extra",
+    [
+        ("random-mlp", ["--widths", "4,4"]),
+        ("random-maxout", ["--widths", "3,3", "--k", "3"]),
+        ("random-transformer", ["--depth", "2", "--attention", "relu", "--causal"]),
+    ],
+)
 def test_build_writes_loadable_models(capsys, tmp_path, kind, extra):
     path = tmp_path / f"{kind}.npz"
     code, _, err = run(capsys, "build", kind, "--out", str(path), *extra)

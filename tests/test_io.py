@@ -79,7 +79,10 @@ def test_torch_layout_orders_layers_numerically(tmp_path):
 @pytest.mark.parametrize(
     "arrays, message",
     [
-        ({"0.weight": np.ones((3, 2)), "0.bias": np.ones(3), "2.weight": np.ones((1, 4)), "2.bias": np.ones(1)}, "expects"),
+        (
+            {"0.weight": np.ones((3, 2)), "0.bias": np.ones(3), "2.weight": np.ones((1, 4)), "2.bias": np.ones(1)},
+            "expects",
+        ),
         ({"0.weight": np.array([[np.nan, 1.0]]), "0.bias": np.ones(1)}, "not finite"),
         ({"0.weight": np.array([[np.inf, 1.0]]), "0.bias": np.ones(1)}, "not finite"),
         ({"0.bias": np.ones(3)}, "no weight"),

@@ -22,7 +22,9 @@ NETS = {
     "maxout": lambda: rc.random_maxout(3, [4, 3], k=3, seed=2),
     "hardmax": lambda: rc.random_transformer(3, tokens=4, d_model=6, depth=2, heads=2, seed=3),
     "hardmax-causal": lambda: rc.random_transformer(3, tokens=3, d_model=6, depth=2, causal=True, seed=4),
-    "relu-att": lambda: rc.random_transformer(3, tokens=3, d_model=5, depth=2, attention="relu", scale_by_T=True, seed=5),
+    "relu-att": lambda: rc.random_transformer(
+        3, tokens=3, d_model=5, depth=2, attention="relu", scale_by_T=True, seed=5
+    ),
     "softmax": lambda: rc.random_transformer(3, tokens=3, d_model=5, depth=1, attention="softmax", seed=6),
 }
 
@@ -84,10 +86,22 @@ def test_hardmax_transformer_matches_numpy_and_averages_ties():
     assert int(ties[0]) == 0
     # identical keys for all tokens: every row ties, attention averages the values
     tied = rc.Transformer(
-        E=np.ones((2, 1)), P=np.zeros((3, 2)),
-        blocks=(rc.Block(np.ones((1, 2, 1)), np.ones((1, 2, 1)), np.eye(2)[None], np.eye(2)[None],
-                         np.zeros((0, 2)), np.zeros(0), np.zeros((2, 0)), np.zeros(2)),),
-        readout_W=np.eye(2), readout_b=np.zeros(2),
+        E=np.ones((2, 1)),
+        P=np.zeros((3, 2)),
+        blocks=(
+            rc.Block(
+                np.ones((1, 2, 1)),
+                np.ones((1, 2, 1)),
+                np.eye(2)[None],
+                np.eye(2)[None],
+                np.zeros((0, 2)),
+                np.zeros(0),
+                np.zeros((2, 0)),
+                np.zeros(2),
+            ),
+        ),
+        readout_W=np.eye(2),
+        readout_b=np.zeros(2),
     )
     _, _, ties = forward_codes(tied.lower(), np.array([[1.0]]))
     assert int(ties[0]) == 3

@@ -1,12 +1,11 @@
 import numpy as np
 import pytest
+from _nets import lines_mlp
 
 import regioncount as rc
 from regioncount._domain import Box, Segment, Slice
 from regioncount._errors import DomainError, MemoryCapError
 from regioncount.engines._sample import _unique_weighted, chao1, count_sampled, grid_codes
-
-from _nets import lines_mlp
 
 
 @pytest.mark.parametrize("n", [1, 3, 6, 9])
@@ -93,3 +92,17 @@ def test_bad_inputs():
         count_sampled(net, Box(-1, 1, 3), grid=10)
     with pytest.raises(ValueError, match="exactly one"):
         count_sampled(net, Box(-1, 1, 2), grid=10, samples=10)
+
+
+@pytest.mark.parametrize("attention", ["hardmax", "relu"])
+def test_prefix_counts_equal_truncated_networks(attention):
+    from regioncount.engines._sample import count_sampled_prefixes
+    from regioncount.networks import depth_code_ends, truncate
+
+    net = rc.random_transformer(2, tokens=3, d_model=6, depth=3, attention=attention, scale_by_T=True, seed=4)
+    box = Box(-1, 1, 2)
+    together = count_sampled_prefixes(net, box, depth_code_ends(net), grid=120)
+    for D, res in enumerate(together, start=1):
+        alone = count_sampled(truncate(net, D), box, grid=120)
+        assert (res.regions, res.f1, res.f2) == (alone.regions, alone.f1, alone.f2)
+    assert together[0].regions < together[-1].regions

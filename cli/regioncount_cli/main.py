@@ -24,7 +24,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-build_app = typer.Typer(help="Write a network to an .npz model file: random networks and constructions.", no_args_is_help=True)
+build_app = typer.Typer(
+    help="Write a network to an .npz model file: random networks and constructions.", no_args_is_help=True
+)
 app.add_typer(build_app, name="build")
 
 
@@ -44,22 +46,41 @@ def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, 
 
 @app.command()
 def count(
-    model: Annotated[Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")],
+    model: Annotated[
+        Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+    ],
     method: Annotated[
-        str, typer.Option(help="exact: exact 2D partition (or exact 1D for one input); line: exact pieces along a segment; sample: distinct codes of sampled points, a lower bound.")
+        str,
+        typer.Option(
+            help="exact: exact 2D partition (or exact 1D for one input); line: exact pieces along a segment; sample: distinct codes of sampled points, a lower bound."
+        ),
     ] = "exact",
-    box: Annotated[tuple[float, float], typer.Option(help="LO HI: the box [LO, HI] in every input coordinate (or in u1, u2 for a slice).")] = (-1.0, 1.0),
-    grid: Annotated[int | None, typer.Option(help="sample: R points per axis (R^dim cell centres). Default 1000 for 1D/2D domains.")] = None,
-    samples: Annotated[int | None, typer.Option(help="sample: this many uniform random points instead of a grid.")] = None,
+    box: Annotated[
+        tuple[float, float],
+        typer.Option(help="LO HI: the box [LO, HI] in every input coordinate (or in u1, u2 for a slice)."),
+    ] = (-1.0, 1.0),
+    grid: Annotated[
+        int | None, typer.Option(help="sample: R points per axis (R^dim cell centres). Default 1000 for 1D/2D domains.")
+    ] = None,
+    samples: Annotated[
+        int | None, typer.Option(help="sample: this many uniform random points instead of a grid.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for random points.")] = 0,
-    origin: Annotated[str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")] = None,
+    origin: Annotated[
+        str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")
+    ] = None,
     dir1: Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")] = None,
     dir2: Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")] = None,
-    start: Annotated[str | None, typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal).")] = None,
+    start: Annotated[
+        str | None,
+        typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal)."),
+    ] = None,
     end: Annotated[str | None, typer.Option("--to", help="Segment end, comma-separated.")] = None,
     memory_cap: Annotated[float, typer.Option(help="Memory cap in GiB for sampled counting.")] = 4.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
+    ] = None,
 ):
     """Count the regions of a model on a box, a 2D slice or a segment."""
     if method not in METHODS:
@@ -82,7 +103,14 @@ def count(
         )
         with LazyProgress(f"counting ({method})") as bar:
             return count_regions(
-                net, dom, method=method, grid=grid, samples=samples, seed=seed, memory_cap=int(memory_cap * 2**30), progress=bar
+                net,
+                dom,
+                method=method,
+                grid=grid,
+                samples=samples,
+                seed=seed,
+                memory_cap=int(memory_cap * 2**30),
+                progress=bar,
             )
 
     res = guarded(run)
@@ -96,11 +124,19 @@ def count(
     label = "regions (lower bound)" if not res["exact"] else "regions (exact)"
     table.add_row(label, f"{res['regions']:,}")
     if res.get("linear_regions") is not None:
-        table.add_row("linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged", f"{res['linear_regions']:,}")
+        table.add_row(
+            "linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged",
+            f"{res['linear_regions']:,}",
+        )
     for key in ("samples", "f1", "f2", "chao1", "coverage", "ties"):
         if key in res:
             v = res[key]
-            table.add_row(key, f"{v:,.1f}" if isinstance(v, float) and key == "chao1" else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"))
+            table.add_row(
+                key,
+                f"{v:,.1f}"
+                if isinstance(v, float) and key == "chao1"
+                else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"),
+            )
     table.add_row("method", res["method"])
     table.add_row("seconds", f"{res['seconds']:.2f}")
     stdout.print(table)
@@ -109,7 +145,9 @@ def count(
 @app.command()
 def bound(
     name: Annotated[str | None, typer.Argument(help="Bound to evaluate; omit to list them all.")] = None,
-    widths: Annotated[str | None, typer.Option(help="Hidden widths n_1..n_L, comma-separated (ReLU and Maxout bounds).")] = None,
+    widths: Annotated[
+        str | None, typer.Option(help="Hidden widths n_1..n_L, comma-separated (ReLU and Maxout bounds).")
+    ] = None,
     n0: Annotated[int | None, typer.Option(help="Input dimension n0.")] = None,
     k: Annotated[int | None, typer.Option(help="Maxout rank k.")] = None,
     n: Annotated[int | None, typer.Option(help="Number of hyperplanes / ReLU units (zaslavsky).")] = None,
@@ -124,8 +162,14 @@ def bound(
 
     if name is None:
         rows = [
-            {"name": s.name, "kind": s.kind, "architecture": s.architecture, "params": list(s.params), "citation": s.citation,
-             "description": s.description}
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "architecture": s.architecture,
+                "params": list(s.params),
+                "citation": s.citation,
+                "description": s.description,
+            }
             for s in BOUNDS.values()
         ]
         if json_out:
@@ -143,8 +187,16 @@ def bound(
     spec = BOUNDS[name]
     from ._common import parse_ints
 
-    options = {"widths": parse_ints(widths, "--widths") if widths else None, "n0": n0, "k": k, "n": n, "m": m,
-               "T": tokens, "q": q, "D": depth}
+    options = {
+        "widths": parse_ints(widths, "--widths") if widths else None,
+        "n0": n0,
+        "k": k,
+        "n": n,
+        "m": m,
+        "T": tokens,
+        "q": q,
+        "D": depth,
+    }
     try:
         value = spec(**options)
     except ValueError as e:
@@ -179,7 +231,12 @@ def build_random_mlp(
     inputs: Annotated[int, typer.Option(help="Input dimension q.")] = 2,
     widths: Annotated[str, typer.Option(help="Hidden widths, comma-separated, e.g. 32,32,32.")] = "32,32,32",
     outputs: Annotated[int, typer.Option(help="Output dimension.")] = 1,
-    init: Annotated[str, typer.Option(help="torch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) like nn.Linear; normal: He weights, N(0,1) biases.")] = "torch",
+    init: Annotated[
+        str,
+        typer.Option(
+            help="torch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) like nn.Linear; normal: He weights, N(0,1) biases."
+        ),
+    ] = "torch",
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
 ):
     """A seeded random ReLU MLP."""
@@ -228,8 +285,17 @@ def build_random_transformer(
     guarded(
         lambda: _save(
             random_transformer(
-                inputs, tokens, d_model, depth, heads, d_ff=d_ff, attention=attention, causal=causal,
-                scale_by_T=scale_by_t, inv_temperature=inv_temperature, seed=seed,
+                inputs,
+                tokens,
+                d_model,
+                depth,
+                heads,
+                d_ff=d_ff,
+                attention=attention,
+                causal=causal,
+                scale_by_T=scale_by_t,
+                inv_temperature=inv_temperature,
+                seed=seed,
             ),
             out,
         )

@@ -99,11 +99,27 @@ def hash_codes(codes, multipliers):
     return jnp.stack([c @ multipliers[0], c @ multipliers[1]], axis=-1)
 
 
-@jax.jit
-def forward_keys(program: Program, X, multipliers):
-    """Batch ``X (N, q)`` -> keys ``(N, 2) uint64``, run heads ``(N,) bool`` (key differs from the previous
-    point's), hardmax ties ``(N,)``. Run heads let the host skip runs of equal codes on grids."""
+@functools.partial(jax.jit, static_argnames=("prefixes",))
+def forward_keys(program: Program, X, multipliers, prefixes: tuple[int, ...] | None = None):
+    """Batch ``X (N, q)`` -> keys ``(N, P, 2) uint64``, run heads ``(N, P) bool`` (key differs from the
+    previous point's), hardmax ties ``(N,)``.
+
+    ``prefixes`` are code lengths: key ``p`` hashes the first ``prefixes[p]`` code entries (default: the
+    whole code, ``P = 1``). Because the hash is linear, a prefix key is a partial sum, so the codes of
+    every truncation of a network (its first blocks) are hashed in one pass. Run heads let the host
+    skip runs of equal codes on grids.
+    """
     _, codes, ties = jax.vmap(forward_one, in_axes=(None, 0))(program, X)
-    keys = hash_codes(codes, multipliers)
-    head = jnp.concatenate([jnp.ones((1,), bool), jnp.any(keys[1:] != keys[:-1], axis=-1)])
+    c = codes.astype(jnp.uint64)
+    if prefixes is None:
+        keys = hash_codes(codes, multipliers)[:, None, :]
+    else:
+        ends = [p for p in prefixes]
+        lanes = []
+        for lane in range(2):
+            partial = jnp.cumsum(c * multipliers[lane], axis=1)
+            partial = jnp.concatenate([jnp.zeros((c.shape[0], 1), jnp.uint64), partial], axis=1)
+            lanes.append(partial[:, jnp.asarray(ends)])
+        keys = jnp.stack(lanes, axis=-1)
+    head = jnp.concatenate([jnp.ones((1, keys.shape[1]), bool), jnp.any(keys[1:] != keys[:-1], axis=-1)])
     return keys, head, ties

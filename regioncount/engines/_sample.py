@@ -130,9 +130,22 @@ def _input_bbox(domain):
     return X.min(0), X.max(0)
 
 
-def count_sampled(
+def count_sampled(net, domain, **options) -> SampleCount:
+    """Count distinct activation codes of ``net`` over ``domain`` (a lower bound on its regions).
+
+    Exactly one of ``grid`` (``grid`` points per parameter axis, cell centres, ``grid**dim`` points in
+    all) and ``samples`` (that many uniform random points, seeded by ``seed``) is given. ``domain`` is a
+    :class:`Box` in R^q, a 2D :class:`Slice`, or a :class:`Segment`. Other options: ``chunk`` (points
+    per forward pass), ``memory_cap`` (bytes), ``progress(done, total)`` called after each chunk.
+    Raises :class:`MemoryCapError` before any work when the distinct-code table could outgrow the cap.
+    """
+    return count_sampled_prefixes(net, domain, None, **options)[0]
+
+
+def count_sampled_prefixes(
     net,
     domain,
+    prefixes: tuple[int, ...] | None,
     *,
     grid: int | None = None,
     samples: int | None = None,
@@ -140,15 +153,11 @@ def count_sampled(
     chunk: int | None = None,
     memory_cap: int = DEFAULT_MEMORY_CAP,
     progress: Callable[[int, int], None] | None = None,
-) -> SampleCount:
-    """Count distinct activation codes of ``net`` over ``domain`` (a lower bound on its regions).
-
-    Exactly one of ``grid`` (``grid`` points per parameter axis, cell centres, ``grid**dim`` points in
-    all) and ``samples`` (that many uniform random points, seeded by ``seed``) is given. ``domain`` is a
-    :class:`Box` in R^q, a 2D :class:`Slice`, or a :class:`Segment`. ``progress(done, total)`` is
-    called after each chunk. Raises :class:`MemoryCapError` before any work when the distinct-code
-    table could outgrow ``memory_cap`` bytes.
-    """
+) -> list[SampleCount]:
+    """As :func:`count_sampled`, for several code prefixes at once: entry ``p`` of the result counts the
+    distinct values of the first ``prefixes[p]`` code entries (``None``: the whole code). With a
+    Transformer, the prefix ending after block ``D`` is the code of the network truncated to its first
+    ``D`` blocks, so one forward pass counts every depth."""
     import time
 
     t0 = time.perf_counter()
@@ -169,7 +178,8 @@ def count_sampled(
         if samples < 1:
             raise ValueError("samples must be at least 1")
         total = int(samples)
-    need = total * BYTES_PER_DISTINCT
+    n_keys = 1 if prefixes is None else len(prefixes)
+    need = total * BYTES_PER_DISTINCT * n_keys
     if need > memory_cap:
         raise MemoryCapError(
             f"{total:,} samples may need {need / 2**30:.1f} GiB to hold their distinct codes, over the "
@@ -178,10 +188,13 @@ def count_sampled(
     per_point = 8 * _activation_floats(program)
     if chunk is None:
         chunk = int(min(1 << 18, max(1024, CHUNK_BUDGET // per_point)))
+    # never pad a small run up to a big batch; powers of two keep the compiled shapes few
+    chunk = min(chunk, 1 << max(10, (total - 1).bit_length()))
+
     mult = hash_multipliers(code_length(program))
     rng = np.random.default_rng(seed)
     step = (hi - lo) / (grid if grid else 1)
-    counter = _DistinctCounter()
+    counters = [_DistinctCounter() for _ in range(n_keys)]
     ties = 0
     done = 0
     while done < total:
@@ -194,31 +207,38 @@ def count_sampled(
         X = x0 + U @ V.T
         if n < chunk:  # pad to the compiled batch size; padded rows are dropped below
             X = np.concatenate([X, np.repeat(X[-1:], chunk - n, 0)])
-        keys, head, tie = forward_keys(program, X, mult)
+        keys, head, tie = forward_keys(program, X, mult, prefixes)
         keys, head = np.asarray(keys)[:n], np.asarray(head)[:n]
         ties += int(np.asarray(tie)[:n].sum())
-        starts = np.flatnonzero(head)
-        runs = np.diff(np.append(starts, n))
-        counter.add(keys[starts, 0], keys[starts, 1], runs)
+        for p, counter in enumerate(counters):
+            starts = np.flatnonzero(head[:, p])
+            runs = np.diff(np.append(starts, n))
+            counter.add(keys[starts, p, 0], keys[starts, p, 1], runs)
         done += n
         if progress is not None:
             progress(done, total)
-    counts = counter.counts()
-    f1 = int(np.sum(counts == 1))
-    f2 = int(np.sum(counts == 2))
-    distinct = int(counts.size)
-    return SampleCount(
-        regions=distinct,
-        samples=total,
-        f1=f1,
-        f2=f2,
-        chao1=chao1(distinct, f1, f2),
-        coverage=1.0 - f1 / total,
-        unseen_mass=f1 / total,
-        ties=ties,
-        mode="grid" if grid is not None else "random",
-        seconds=time.perf_counter() - t0,
-    )
+    seconds = time.perf_counter() - t0
+    out = []
+    for counter in counters:
+        counts = counter.counts()
+        f1 = int(np.sum(counts == 1))
+        f2 = int(np.sum(counts == 2))
+        distinct = int(counts.size)
+        out.append(
+            SampleCount(
+                regions=distinct,
+                samples=total,
+                f1=f1,
+                f2=f2,
+                chao1=chao1(distinct, f1, f2),
+                coverage=1.0 - f1 / total,
+                unseen_mass=f1 / total,
+                ties=ties,
+                mode="grid" if grid is not None else "random",
+                seconds=seconds,
+            )
+        )
+    return out
 
 
 def grid_codes(net, domain, grid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -235,4 +255,3 @@ def grid_codes(net, domain, grid: int) -> tuple[np.ndarray, np.ndarray]:
     U = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, dim)
     _, codes, _ = forward_codes(program, domain.to_input(U))
     return U, np.asarray(codes)
-

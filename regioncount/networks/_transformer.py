@@ -34,7 +34,15 @@ class Block:
         h, d, dk = self.Wq.shape
         dv = self.Wv.shape[2]
         f = self.W1.shape[0]
-        want = {"Wk": (h, d, dk), "Wv": (h, d, dv), "Wo": (h, dv, d), "W1": (f, d), "b1": (f,), "W2": (d, f), "b2": (d,)}
+        want = {
+            "Wk": (h, d, dk),
+            "Wv": (h, d, dv),
+            "Wo": (h, dv, d),
+            "W1": (f, d),
+            "b1": (f,),
+            "W2": (d, f),
+            "b2": (d,),
+        }
         for name, shape in want.items():
             if getattr(self, name).shape != shape:
                 raise ValueError(f"block {name} has shape {getattr(self, name).shape}, expected {shape}")
@@ -83,7 +91,11 @@ class Transformer:
         for i, blk in enumerate(self.blocks):
             if not isinstance(blk, Block) or blk.d_model != d:
                 raise ValueError(f"block {i} does not have d_model = {d}")
-        if self.readout_W.ndim != 2 or self.readout_W.shape[1] != d or self.readout_b.shape != (self.readout_W.shape[0],):
+        if (
+            self.readout_W.ndim != 2
+            or self.readout_W.shape[1] != d
+            or self.readout_b.shape != (self.readout_W.shape[0],)
+        ):
             raise ValueError(f"readout {self.readout_W.shape}, {self.readout_b.shape} does not fit d_model {d}")
         if not 0 <= self.readout_token < self.tokens:
             raise ValueError(f"readout token {self.readout_token} outside 0..{self.tokens - 1}")
@@ -112,7 +124,9 @@ class Transformer:
         ops: list = [Affine(self.E, self.P)]
         for blk in self.blocks:
             if blk.Wq.shape[0]:
-                att = Attention(blk.Wq, blk.Wk, blk.Wv, blk.Wo, self.attention, self.causal, self.scale_by_T, self.inv_temperature)
+                att = Attention(
+                    blk.Wq, blk.Wk, blk.Wv, blk.Wo, self.attention, self.causal, self.scale_by_T, self.inv_temperature
+                )
                 ops.append(Residual((att,)))
             if blk.W1.shape[0]:
                 ops.append(Residual((Affine(blk.W1, blk.b1), ReLU(), Affine(blk.W2, blk.b2))))
@@ -181,4 +195,41 @@ def random_transformer(
         causal=causal,
         scale_by_T=scale_by_T,
         inv_temperature=inv_temperature,
+    )
+
+
+def truncate(net: Transformer, depth: int) -> Transformer:
+    """The same Transformer with only its first ``depth`` blocks (same embedding and readout)."""
+    return dataclasses.replace(net, blocks=net.blocks[:depth])
+
+
+def depth_code_ends(net: Transformer) -> tuple[int, ...]:
+    """Code length of ``truncate(net, D)`` for D = 1..depth: the code of the truncation is that prefix of
+    the full code, since blocks append to the code in order."""
+    from ._ops import code_length
+
+    return tuple(code_length(truncate(net, D).lower()) for D in range(1, net.depth + 1))
+
+
+def identity_block(d_model: int) -> Block:
+    """A block with no heads and an FFN of width 0 adding zero: it maps H to H and records nothing."""
+    z = np.zeros
+    return Block(
+        z((0, d_model, 1)),
+        z((0, d_model, 1)),
+        z((0, d_model, 1)),
+        z((0, 1, d_model)),
+        z((0, d_model)),
+        z(0),
+        z((d_model, 0)),
+        z(d_model),
+    )
+
+
+def pad_to_depth(net: Transformer, depth: int) -> Transformer:
+    """``net`` followed by identity blocks up to ``depth`` blocks (same function, same regions)."""
+    if net.depth > depth:
+        raise ValueError(f"the network already has {net.depth} blocks, more than {depth}")
+    return dataclasses.replace(
+        net, blocks=net.blocks + tuple(identity_block(net.d_model) for _ in range(depth - net.depth))
     )

@@ -1,0 +1,194 @@
+"""``scan``: region counts against depth beside the Thm 4.4 lower bound (Gu, Yang, Zhou 2026,
+arXiv 2603.03084) for Maxout emulation by hardmax Transformers.
+
+For each depth D = 1..depth a row holds:
+
+- ``bound``: Thm 4.4, ``[floor(mT/q)(T-1)+1]^(q(floor(D/3)-1)) * sum_j C(mT, j)(T-1)^j`` (None for D < 3);
+- ``constructed``: exact count of the bound-attaining Transformer in the paper layout (3 blocks per maxout
+  layer, padded to D blocks), by the plane engine (q = 2) or the line engine (q = 1);
+- ``compact``: the compact layout (L + 1 blocks for L layers) fits D - 1 maxout layers of the same
+  product construction in D blocks; counted exactly while the construction's formula stays under
+  ``region_cap``, else None with the formula value in ``compact_formula``; ``compact_beats_bound`` says
+  whether the measured compact count exceeds Thm 4.4 at that depth;
+- ``random``: mean and spread over ``seeds`` random hardmax Transformers of depth D: exact pieces along
+  the box diagonal (line engine) and sampled 2D counts (lower bounds) with Chao1;
+- ``relu_attention``: sampled spline pieces of random ReLU-attention Transformers of depth D (lower bound);
+- ``seconds`` for the row (the random columns are timed together, once, and shared out evenly).
+
+The random Transformer of depth D with seed s is the first D blocks of one seeded depth-``depth``
+Transformer: nested networks, so that a row differs from the one above by one block, and one forward
+pass hashes the codes of every depth (prefix keys, see ``count_sampled_prefixes``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from ._domain import Box, Segment
+from .engines._line import walk_line
+from .engines._sample import count_sampled_prefixes
+from .networks import depth_code_ends, pad_to_depth, random_transformer, truncate
+from .theory._bounds import transformer_maxout_lower
+from .theory._compile import compile_maxout
+from .theory._constructions import product_maxout, product_maxout_regions
+
+CSV_COLUMNS = (
+    "depth",
+    "bound",
+    "constructed",
+    "constructed_formula",
+    "compact",
+    "compact_layers",
+    "compact_formula",
+    "random_line_mean",
+    "random_line_std",
+    "random_sample_mean",
+    "random_sample_std",
+    "random_chao1_mean",
+    "relu_attention_mean",
+    "relu_attention_std",
+    "seconds",
+)
+
+
+def _exact_count(net, box: Box) -> int:
+    if box.dim == 1:
+        return walk_line(net, Segment(box.lo, box.hi)).activation_pieces
+    if box.dim == 2:
+        from .engines._plane import partition_plane
+
+        return partition_plane(net, box).n_regions
+    raise ValueError("exact scan counts need q = 1 or q = 2")
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return float(statistics.fmean(values)), float(statistics.pstdev(values)) if len(values) > 1 else 0.0
+
+
+def constructed_row(
+    D: int, *, tokens: int = 4, m: int = 1, q: int = 2, lo: float = -1.0, hi: float = 2.0, region_cap: int = 200_000
+) -> dict:
+    """The bound and the exact counts of the constructions at depth ``D`` (see the module docstring)."""
+    box = Box(lo, hi, q)
+    width = m * tokens
+    row: dict = {"depth": D, "tokens": tokens, "m": m, "q": q}
+    row["bound"] = transformer_maxout_lower(m, tokens, q, D) if D >= 3 else None
+
+    # Paper layout: floor(D/3) maxout layers in 3 blocks each, padded to D blocks.
+    L = D // 3
+    row["constructed_formula"] = product_maxout_regions((width,) * L, q, tokens) if L else None
+    row["constructed"] = None
+    if L and row["constructed_formula"] <= region_cap:
+        net = compile_maxout(product_maxout((width,) * L, q, tokens), box.lo, box.hi, "paper")
+        row["constructed"] = _exact_count(pad_to_depth(net, D), box)
+
+    # Compact layout: D - 1 maxout layers in D blocks.
+    Lc = D - 1
+    row["compact_layers"] = Lc
+    row["compact_formula"] = product_maxout_regions((width,) * Lc, q, tokens) if Lc else None
+    row["compact"] = None
+    if Lc and row["compact_formula"] <= region_cap:
+        net = compile_maxout(product_maxout((width,) * Lc, q, tokens), box.lo, box.hi, "compact")
+        row["compact"] = _exact_count(net, box)
+    # A measured claim only: None where the compact count was not computed or there is no bound.
+    row["compact_beats_bound"] = (
+        None if row["compact"] is None or row["bound"] is None else bool(row["compact"] > row["bound"])
+    )
+    return row
+
+
+def random_rows(
+    depth: int,
+    *,
+    tokens: int = 4,
+    q: int = 2,
+    lo: float = -1.0,
+    hi: float = 2.0,
+    seeds: int = 3,
+    d_model: int = 8,
+    grid: int = 200,
+) -> list[dict]:
+    """Random-network columns for D = 1..depth (see the module docstring)."""
+    box = Box(lo, hi, q)
+    seg = Segment(box.lo, box.hi)
+    line = [[] for _ in range(depth)]
+    sampled = [[] for _ in range(depth)]
+    chao = [[] for _ in range(depth)]
+    relu = [[] for _ in range(depth)]
+    for s in range(seeds):
+        net = random_transformer(q, tokens, d_model, depth, seed=s)
+        for D, res in enumerate(count_sampled_prefixes(net, box, depth_code_ends(net), grid=grid)):
+            sampled[D].append(res.regions)
+            chao[D].append(res.chao1)
+            line[D].append(walk_line(truncate(net, D + 1), seg).activation_pieces)
+        rnet = random_transformer(q, tokens, d_model, depth, attention="relu", scale_by_T=True, seed=s)
+        for D, res in enumerate(count_sampled_prefixes(rnet, box, depth_code_ends(rnet), grid=grid)):
+            relu[D].append(res.regions)
+    rows = []
+    for D in range(depth):
+        row = {}
+        row["random_line_mean"], row["random_line_std"] = _mean_std(line[D])
+        row["random_sample_mean"], row["random_sample_std"] = _mean_std(sampled[D])
+        row["random_chao1_mean"], _ = _mean_std(chao[D])
+        row["relu_attention_mean"], row["relu_attention_std"] = _mean_std(relu[D])
+        row["random"] = {
+            "seeds": seeds,
+            "d_model": d_model,
+            "line_pieces": line[D],
+            "sampled": sampled[D],
+            "chao1": chao[D],
+            "grid": grid,
+            "segment": [box.lo.tolist(), box.hi.tolist()],
+        }
+        row["relu_attention"] = {"sampled_spline_pieces": relu[D], "grid": grid, "lower_bound": True}
+        rows.append(row)
+    return rows
+
+
+def scan(
+    depth: int = 9,
+    *,
+    tokens: int = 4,
+    m: int = 1,
+    q: int = 2,
+    lo: float = -1.0,
+    hi: float = 2.0,
+    seeds: int = 3,
+    d_model: int = 8,
+    grid: int = 200,
+    region_cap: int = 200_000,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict]:
+    """Rows for D = 1..depth. ``progress(done, total)`` is called as the work advances (depth + 1 steps)."""
+    if depth < 1:
+        raise ValueError("depth must be at least 1")
+    t0 = time.perf_counter()
+    random = random_rows(depth, tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
+    shared = (time.perf_counter() - t0) / depth
+    if progress is not None:
+        progress(1, depth + 1)
+    rows = []
+    for D in range(1, depth + 1):
+        t = time.perf_counter()
+        row = constructed_row(D, tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
+        row.update(random[D - 1])
+        row["seconds"] = time.perf_counter() - t + shared
+        rows.append(row)
+        if progress is not None:
+            progress(D + 1, depth + 1)
+    return rows
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    lines = [",".join(CSV_COLUMNS)]
+    for r in rows:
+        cells = []
+        for c in CSV_COLUMNS:
+            v = r.get(c)
+            cells.append("" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v)))
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"

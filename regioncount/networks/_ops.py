@@ -22,7 +22,6 @@ so programs pass through ``jax.jit`` as arguments.
 from __future__ import annotations
 
 import dataclasses
-from typing import Union
 
 import jax
 import numpy as np
@@ -92,7 +91,7 @@ class Residual:
     body: tuple
 
 
-Op = Union[Affine, ReLU, GroupMax, Attention, Residual]
+Op = Affine | ReLU | GroupMax | Attention | Residual
 
 _pytree(Affine, ("W", "b"), ())
 _pytree(ReLU, (), ())

@@ -47,6 +47,7 @@ _ZERO = 1e-12  # relative size below which a compared polynomial counts as ident
 _NOISE = 1e-12  # relative margin below which a midpoint decision is not trusted
 _S_EPS = 1e-13  # smallest sub-interval, relative to its parent (local units)
 _T_EPS = 1e-14  # smallest sub-interval in t
+_CHUNK = 1 << 22  # floats per temporary array: ops run on blocks of intervals of about this size
 _IMAG = 1e-6  # companion eigenvalues with a smaller imaginary part are candidate (near-double) roots
 
 
@@ -305,6 +306,41 @@ class _State:
         self.codes = [c[parent] for c in self.codes]
         self.ties = self.ties[parent]
 
+    def part(self, i: int, j: int) -> _State:
+        """Intervals ``i:j`` (views)."""
+        return _State(
+            self.lo[i:j],
+            self.hi[i:j],
+            self.H[i:j],
+            [C[i:j] for C in self.stack],
+            [c[i:j] for c in self.codes],
+            self.ties[i:j],
+        )
+
+    def join(self, parts: list[_State]) -> None:
+        """Become the concatenation of ``parts`` (in order)."""
+        cat = lambda xs: np.concatenate(xs, axis=0)
+        self.lo, self.hi, self.H = cat([q.lo for q in parts]), cat([q.hi for q in parts]), cat([q.H for q in parts])
+        self.stack = [cat(list(cs)) for cs in zip(*(q.stack for q in parts))]
+        self.codes = [cat(list(cs)) for cs in zip(*(q.codes for q in parts))]
+        self.ties = cat([q.ties for q in parts])
+
+
+def _chunked(st: _State, fn, per_interval: int) -> None:
+    """Apply the splitting op ``fn(state)`` to blocks of intervals, so temporaries of ``per_interval``
+    floats per interval stay near ``_CHUNK`` floats (memory linear in the pieces, small constant)."""
+    n = st.lo.shape[0]
+    step = max(64, _CHUNK // max(per_interval, 1))
+    if n <= step:
+        fn(st)
+        return
+    parts = []
+    for i in range(0, n, step):
+        q = st.part(i, i + step)
+        fn(q)
+        parts.append(q)
+    st.join(parts)
+
 
 def _subdivide(st: _State, rows: np.ndarray, s: np.ndarray):
     """Cut every interval at the candidate roots ``s`` of interval ``rows`` -> sub-intervals
@@ -452,28 +488,37 @@ def _argmax_split(st: _State, C: np.ndarray, allowed: np.ndarray | None = None):
 # ops
 
 
+def _relu(st: _State) -> None:
+    n, K1, T, d = st.H.shape
+    par, sa, sb, bits = _sign_split(st, st.H.reshape(n, K1, T * d))
+    st.refine(par, sa, sb)
+    st.H = st.H * bits.reshape(-1, 1, T, d)
+    st.codes.append(bits)
+
+
+def _group_max(st: _State, k: int) -> None:
+    n, K1, T, d = st.H.shape
+    u = d // k
+    par, sa, sb, idx, _ = _argmax_split(st, st.H.reshape(n, K1, T * u, k))
+    st.refine(par, sa, sb)
+    G = st.H.reshape(-1, K1, T * u, k)
+    st.H = np.take_along_axis(G, idx[:, None, :, None], axis=-1).reshape(-1, K1, T, u)
+    st.codes.append(idx.astype(np.int32))
+
+
 def _apply(st: _State, ops, tokens: int) -> None:
     for op in ops:
+        n, K1, T, d = st.H.shape
         if isinstance(op, Affine):
             st.H = np.einsum("nktd,ed->nkte", st.H, op.W)
             st.H[:, 0] += op.b
         elif isinstance(op, ReLU):
-            n, K1, T, d = st.H.shape
-            par, sa, sb, bits = _sign_split(st, st.H.reshape(n, K1, T * d))
-            st.refine(par, sa, sb)
-            st.H = st.H * bits.reshape(-1, 1, T, d)
-            st.codes.append(bits)
+            _chunked(st, _relu, 4 * K1 * T * d)
         elif isinstance(op, GroupMax):
-            n, K1, T, d = st.H.shape
-            u = d // op.k
-            G = st.H.reshape(n, K1, T * u, op.k)
-            par, sa, sb, idx, _ = _argmax_split(st, G)
-            st.refine(par, sa, sb)
-            G = st.H.reshape(-1, K1, T * u, op.k)
-            st.H = np.take_along_axis(G, idx[:, None, :, None], axis=-1).reshape(-1, K1, T, u)
-            st.codes.append(idx.astype(np.int32))
+            _chunked(st, functools.partial(_group_max, k=op.k), 2 * K1 * T * d * op.k)
         elif isinstance(op, Attention):
-            _attention(st, op, tokens)
+            width = 3 * K1 * op.heads * T * (T * T + op.Wv.shape[2] + op.Wq.shape[2])
+            _chunked(st, functools.partial(_attention, op=op, T=tokens), width)
         elif isinstance(op, Residual):
             st.stack.append(st.H)
             _apply(st, op.body, tokens)

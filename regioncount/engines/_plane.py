@@ -1,0 +1,849 @@
+"""The exact 2D ``plane`` engine (DESIGN §3): split convex polygons op by op.
+
+Every region is a convex polygon in the domain's parameters ``(u1, u2)`` carrying the affine map from
+``(u1, u2, 1)`` to the current activations (``(3, T, d)``: every token entry). Each op of the
+:class:`~regioncount.networks.Program` splits every region by its boundaries and updates codes and maps:
+
+- ReLU: one line per unit. All pre-activation maps of an op are computed once per region at the start
+  of the op (the "parent"); the regions a parent is split into inherit its row, so a unit is tested
+  only on the descendants of parents its line crosses (vertex sign test), and only the regions it
+  actually crosses are split, all at once.
+- GroupMax (maxout): per unit, the cells of an argmax of ``k`` affine functions, obtained by clipping
+  each region with the halfplanes ``f_r >= f_j`` (ties go to the lower index, like ``argmax``).
+- hardmax attention: per head and query, the argmax cells of the scores over the keys. Scores are
+  products of affine maps, so a score difference is quadratic in ``u``; where the quadratic parts of
+  the competing keys coincide (within a relative tolerance) the boundaries are lines and are split
+  exactly, otherwise :class:`~regioncount._errors.CurvedBoundaryError` is raised.
+- Affine and Residual only transform maps.
+
+Geometry and combinatorics are NumPy (float64), vectorised across regions; Python loops run over ops
+and units, never over regions. Work happens in normalised coordinates ``u' in [-1, 1]^2`` (the domain
+rectangle's centre and half-widths), which keeps every tolerance relative.
+
+Polygons live in a padded store ``(capacity, M, 2)``; slots beyond a polygon's vertex count repeat its
+first vertex, so shoelace sums and sign tests need no masks. Every edge carries an integer tag naming
+the line (op, unit, parent) that created it; the two sides of a cut get the same tag, which lets
+:meth:`Partition.adjacency` group edges exactly instead of by floating-point line keys.
+
+Tolerances: a vertex value ``|s| <= SNAP * scale + NOISE * bound`` counts as on the line, where
+``scale`` is the largest coefficient norm of that unit's map over the regions and ``bound`` an a-priori
+bound on the unit's magnitude (covers rounding in long sums). A split whose smaller side has relative
+area below ``area_tol`` is not made (the sliver is not a region).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from .._domain import Box, Slice
+from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError
+from ..networks import check_domain, lower, walk_widths
+from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
+from ..results._partition import Partition
+
+SNAP = 1e-11
+NOISE = 1e-13
+CURV_TOL = 1e-9
+#: Number of float64 values a chunked temporary may hold.
+_CHUNK = 1 << 18
+#: Edge tags 0..3 are the domain's sides; tags of cuts start here.
+_FIRST_TAG = 4
+
+
+# ----------------------------------------------------------------------------------------------------
+# polygon kernels (vectorised over a batch of padded polygons)
+
+
+def _eval(V: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Values of the affine maps ``w (N, 3)`` at the vertices ``V (N, M, 2)`` -> ``(N, M)``."""
+    return V[..., 0] * w[:, 0, None] + V[..., 1] * w[:, 1, None] + w[:, 2, None]
+
+
+def _signs(s: np.ndarray, tol) -> np.ndarray:
+    """-1, 0, +1 per vertex value, with ``|s| <= tol`` snapped to 0 (``tol`` broadcasts against ``s``)."""
+    return (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
+
+
+def _areas(V: np.ndarray) -> np.ndarray:
+    """Signed (counter-clockwise positive) areas of padded polygons ``(N, M, 2)`` -> ``(N,)``."""
+    x, y = V[..., 0], V[..., 1]
+    return 0.5 * np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
+
+
+def _discs(V: np.ndarray, nv: np.ndarray):
+    """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
+    the polygon."""
+    M = V.shape[1]
+    ctr = (V.sum(axis=1) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
+    rad = np.sqrt(np.max(np.sum((V - ctr[:, None]) ** 2, axis=-1), axis=1))
+    return ctr, rad
+
+
+def _crossings(V: np.ndarray, s: np.ndarray, sg: np.ndarray):
+    """Crossing points of every edge ``j -> j+1`` (``j < M-1``) whose ends have strictly opposite signs.
+
+    The point is interpolated from the positive end towards the negative one, so the two polygons
+    that share an edge compute bitwise the same point. Returns ``X (N, M-1, 2)``, ``cross (N, M-1)``
+    bool and the signs of the edges' second ends ``(N, M-1)``.
+    """
+    Va, Vb = V[:, :-1], V[:, 1:]
+    sa, sb = s[:, :-1], s[:, 1:]
+    ga, gb = sg[:, :-1], sg[:, 1:]
+    cross = (ga.astype(np.int16) * gb) < 0
+    first = ga > 0
+    Pp = np.where(first[..., None], Va, Vb)
+    Pm = np.where(first[..., None], Vb, Va)
+    sp = np.where(first, sa, sb)
+    sm = np.where(first, sb, sa)
+    t = np.where(cross, sp / np.where(cross, sp - sm, 1.0), 0.0)
+    return Pp + t[..., None] * (Pm - Pp), cross, gb
+
+
+def _assemble(V, nv, sg, sgn, X, cross, tag, newtag, side: int):
+    """The part ``side * s >= 0`` of each polygon: its vertices there plus the crossing points, in order.
+
+    Returns padded ``(N, Mo, 2)`` vertices (at least one trailing padding slot), counts ``(N,)`` and edge
+    tags ``(N, Mo)``; an edge keeps its tag, the new edge along the cut gets ``newtag`` (one per polygon).
+    """
+    N, E = cross.shape
+    g = sg[:, :E]
+    valid = np.arange(E) < nv[:, None]
+    ssg, ssgn = g * np.int8(side), sgn * np.int8(side)
+    ev = valid & (ssg >= 0)
+    cnt = ev.astype(np.int64) + cross
+    off = np.cumsum(cnt, axis=1) - cnt
+    n_out = cnt.sum(axis=1)
+    Mo = int(n_out.max(initial=0)) + 1
+    out = np.empty((N, Mo, 2))
+    otag = np.full((N, Mo), -1, np.int64)
+    leaves = ssgn < 0
+    ri, ji = np.nonzero(ev)
+    k = off[ri, ji]
+    out[ri, k] = V[ri, ji]
+    otag[ri, k] = np.where(leaves & (g == 0), newtag[:, None], tag[:, :E])[ri, ji]
+    ri, ji = np.nonzero(cross)
+    k = off[ri, ji] + ev[ri, ji]
+    out[ri, k] = X[ri, ji]
+    otag[ri, k] = np.where(leaves, newtag[:, None], tag[:, :E])[ri, ji]
+    pad = np.arange(Mo) >= n_out[:, None]
+    out = np.where(pad[..., None], out[:, :1], out)
+    return out, n_out, otag
+
+
+# ----------------------------------------------------------------------------------------------------
+# growable region store
+
+
+class _Store:
+    """Padded polygons ``V (cap, M, 2)`` (slots from ``nv`` on repeat the first vertex; the last slot is
+    always padding), counts ``nv``, edge tags, enclosing discs, the op-start parent ``anc`` and per-op
+    columns (``extra``), all growing together."""
+
+    def __init__(self, V, nv, tag, max_regions):
+        self.V, self.nv, self.tag = V, nv, tag
+        self.cen, self.rad = _discs(V, nv)
+        self.n = V.shape[0]
+        self.anc = np.arange(self.V.shape[0])
+        self.extra: dict[str, np.ndarray] = {}
+        self.max_regions = max_regions
+        self.next_tag = int(tag.max(initial=_FIRST_TAG - 1)) + 1
+
+    @property
+    def M(self) -> int:
+        return self.V.shape[1]
+
+    def reset_parents(self):
+        self.anc = np.arange(self.V.shape[0])
+        self.extra = {}
+
+    def take_tags(self, count: int) -> int:
+        base = self.next_tag
+        self.next_tag += int(count)
+        return base
+
+    def _widen(self, M: int):
+        if M <= self.M:
+            return
+        M = max(M, self.M + 4)
+        cap = self.V.shape[0]
+        V = np.empty((cap, M, 2))
+        V[:, : self.M] = self.V
+        V[:, self.M :] = self.V[:, :1]
+        tag = np.full((cap, M), -1, np.int64)
+        tag[:, : self.M] = self.tag
+        self.V, self.tag = V, tag
+
+    def _fit(self, Vc, tagc):
+        """Pad a batch ``(N, Mc, 2)`` to the store's width (first vertex repeated)."""
+        Mc = Vc.shape[1]
+        self._widen(Mc)
+        if Mc == self.M:
+            return Vc, tagc
+        V = np.empty((Vc.shape[0], self.M, 2))
+        V[:, :Mc] = Vc
+        V[:, Mc:] = Vc[:, :1]
+        tag = np.full((Vc.shape[0], self.M), -1, np.int64)
+        tag[:, :Mc] = tagc
+        return V, tag
+
+    def set_rows(self, rows, Vc, nvc, tagc):
+        Vc, tagc = self._fit(Vc, tagc)
+        self.V[rows], self.nv[rows], self.tag[rows] = Vc, nvc, tagc
+        self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
+
+    def append(self, Vc, nvc, tagc, src_rows) -> np.ndarray:
+        """Append polygons whose parent (and per-op columns) are copied from ``src_rows``; returns their rows."""
+        m = Vc.shape[0]
+        if self.max_regions is not None and self.n + m > self.max_regions:
+            raise MemoryCapError(
+                f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "
+                "domain, or count with --method sample"
+            )
+        Vc, tagc = self._fit(Vc, tagc)
+        need = self.n + m
+        cap = self.V.shape[0]
+        if need > cap:
+            new = max(need, 2 * cap, 64)
+            self.V = _grow(self.V, new)
+            self.nv = _grow(self.nv, new)
+            self.tag = _grow(self.tag, new)
+            self.cen = _grow(self.cen, new)
+            self.rad = _grow(self.rad, new)
+            self.anc = _grow(self.anc, new)
+            for k, v in self.extra.items():
+                self.extra[k] = _grow(v, new)
+        rows = np.arange(self.n, need)
+        self.V[rows], self.nv[rows], self.tag[rows] = Vc, nvc, tagc
+        self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
+        self.anc[rows] = self.anc[src_rows]
+        for v in self.extra.values():
+            v[rows] = v[src_rows]
+        self.n = need
+        return rows
+
+    def add_extra(self, name: str, arr: np.ndarray):
+        cap = self.V.shape[0]
+        full = np.zeros((cap,) + arr.shape[1:], arr.dtype)
+        full[: arr.shape[0]] = arr
+        self.extra[name] = full
+
+
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap,) + a.shape[1:], a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# maps
+
+
+@dataclasses.dataclass
+class _Masked:
+    """ReLU output kept lazy: row ``r`` is ``base[parent[r]] * bits[r]`` (``(3, T, d)``), never materialised
+    for all regions at once. ``fixed (R0, T d)`` is the mask every descendant of a parent shares (units
+    that do not cross it), ``cross (R0, T d)`` the units whose bit varies among its descendants."""
+
+    base: np.ndarray  # (R0, 3, T, d)
+    parent: np.ndarray  # (R,)
+    bits: np.ndarray  # (R, ceil(T d / 8)) packed
+    fixed: np.ndarray  # (R0, T d) bool
+    cross: np.ndarray  # (R0, T d) bool
+
+    def rows(self, sl) -> np.ndarray:
+        R0, _, T, d = self.base.shape
+        m = np.unpackbits(self.bits[sl], axis=1, count=T * d).reshape(-1, 1, T, d)
+        return self.base[self.parent[sl]] * m
+
+    @property
+    def n(self) -> int:
+        return self.parent.shape[0]
+
+    def varying(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs ``(r, j)`` (sorted by ``r``) where unit ``j`` crosses the parent of ``r`` and is on in ``r``."""
+        pp, jj = np.nonzero(self.cross)
+        cnt = np.bincount(pp, minlength=self.cross.shape[0])
+        first = np.cumsum(cnt) - cnt
+        c = cnt[self.parent]
+        r = np.repeat(np.arange(self.n), c)
+        k = np.repeat(first[self.parent] - np.cumsum(c) + c, c) + np.arange(r.size)
+        j = jj[k]
+        on = (self.bits[r, j >> 3] >> (7 - (j & 7)).astype(np.uint8)) & 1
+        on = on.astype(bool)
+        return r[on], j[on]
+
+
+def _materialise(A) -> np.ndarray:
+    if isinstance(A, _Masked):
+        return A.rows(slice(None))
+    return A
+
+
+def _coef_bound(A: np.ndarray) -> np.ndarray:
+    """max over regions of ``|a1| + |a2| + |a0|`` per entry ``(T, d)``: bounds ``|h|`` on ``[-1, 1]^2``."""
+    out = np.zeros(A.shape[2:])
+    step = max(1, _CHUNK // max(1, A[0].size if A.shape[0] else 1))
+    for lo in range(0, A.shape[0], step):
+        X = np.abs(A[lo : lo + step])
+        np.maximum(out, (X[:, 0] + X[:, 1] + X[:, 2]).max(axis=0), out=out)
+    return out
+
+
+def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray):
+    """``out = X @ W.T`` over the last axis, in row chunks (X ``(R, ...)``)."""
+    R = X.shape[0]
+    step = max(1, _CHUNK // max(1, X[0].size if R else 1, out[0].size if R else 1))
+    for lo in range(0, R, step):
+        x = X[lo : lo + step]
+        out[lo : lo + step] = (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:-1] + (W.shape[0],))
+
+
+def _affine(A, op: Affine, hb: np.ndarray):
+    """``H @ W.T + b`` on every region's map; returns the maps ``(R, 3, T, d_out)`` and the magnitude bound."""
+    W, b = op.W, op.b
+    bb = b if b.ndim == 2 else b[None, :]
+    hb_out = hb @ np.abs(W).T + np.abs(bb)
+    T, d_out = hb.shape[0], W.shape[0]
+    if not isinstance(A, _Masked):
+        out = np.empty(A.shape[:3] + (d_out,))
+        _matmul_rows(A, W, out)
+    elif A.base.shape[0] <= 16:
+        # few parents with many children each: per parent and token, (children x d) bits @ (d x 3 d_out)
+        R0, _, _, d = A.base.shape
+        out = np.empty((A.n, 3, T, d_out))
+        for p in range(R0):
+            rows = np.flatnonzero(A.parent == p)
+            m = np.unpackbits(A.bits[rows], axis=1, count=T * d).reshape(rows.size, T, d).astype(np.float64)
+            for t in range(T):
+                B = A.base[p, :, t, :, None] * W.T[None]  # (3, d, d_out)
+                out[rows, :, t, :] = (m[:, t] @ B.transpose(1, 0, 2).reshape(d, 3 * d_out)).reshape(-1, 3, d_out)
+    else:
+        R0, _, _, d = A.base.shape
+        r, j = A.varying()
+        if r.size * 8 < A.n * T * d:
+            # Children differ from their parent's shared mask only on the parent's crossing units: one
+            # product per parent, then a rank-1 correction per (child, crossing unit that is on).
+            P0 = np.empty((R0, 3, T, d_out))
+            _matmul_rows(A.base * A.fixed.reshape(R0, 1, T, d), W, P0)
+            out = P0[A.parent]
+            t, dj = j // d, j % d
+            key = r * T + t
+            new = np.r_[True, key[1:] != key[:-1]]
+            rank = np.arange(key.size) - np.flatnonzero(new)[np.cumsum(new) - 1]
+            order = np.argsort(rank, kind="stable")
+            bounds = np.searchsorted(rank[order], np.arange(int(rank.max(initial=-1)) + 2))
+            a = A.base[A.parent[r], :, t, dj]  # (pairs, 3)
+            WT = np.ascontiguousarray(W.T)
+            out2 = out.reshape(-1, d_out)  # row (child * 3 + c) * T + token
+            step = max(1, (_CHUNK // 4) // (3 * d_out))
+            # pairs of equal rank belong to distinct (child, token): plain fancy += is safe
+            for k in range(bounds.size - 1):
+                for lo in range(bounds[k], bounds[k + 1], step):
+                    sel = order[lo : min(lo + step, bounds[k + 1])]
+                    flat = ((r[sel, None] * 3 + np.arange(3)) * T + t[sel, None]).ravel()
+                    out2[flat] += (a[sel][:, :, None] * WT[dj[sel]][:, None, :]).reshape(-1, d_out)
+        else:
+            out = np.empty((A.n, 3, T, d_out))
+            step = max(1, _CHUNK // max(1, 3 * T * max(d, d_out)))
+            for lo in range(0, A.n, step):
+                x = A.rows(slice(lo, lo + step))
+                out[lo : lo + step] = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
+    out[:, 2] += bb
+    return out, hb_out
+
+
+# ----------------------------------------------------------------------------------------------------
+# the engine
+
+
+class _Engine:
+    def __init__(self, program: Program, st: _Store, area_atol: float, progress, total: int):
+        self.program = program
+        self.st = st
+        self.area_atol = area_atol
+        self.blocks: list = []
+        self.progress = progress
+        self.done = 0
+        self.total = total
+
+    # -- driver --------------------------------------------------------------------------------------
+
+    def run(self, ops, A, hb):
+        """Apply ``ops``; returns maps, magnitude bound and the parent of each region at entry."""
+        chain = np.arange(self.st.n)
+        for op in ops:
+            if isinstance(op, Residual):
+                A_in, hb_in = _materialise(A), hb
+                A_b, hb_b, par = self.run(op.body, A_in, hb)
+                A = _materialise(A_b) + A_in[par]
+                hb = hb_in + hb_b
+            else:
+                A, hb, new, par = self.leaf(op, A, hb)
+                if par is not None:
+                    self.blocks = [(kind, w, arr[par]) for kind, w, arr in self.blocks]
+                self.blocks += new
+                self.done += 1
+                if self.progress is not None:
+                    self.progress(self.done, self.total)
+            if par is not None:
+                chain = chain[par]
+        return A, hb, chain
+
+    def leaf(self, op, A, hb):
+        if isinstance(op, Affine):
+            A, hb = _affine(A, op, hb)
+            return A, hb, [], None
+        self.st.reset_parents()
+        A = _materialise(A)
+        if isinstance(op, ReLU):
+            A_new, block = self.relu(A, hb)
+        elif isinstance(op, GroupMax):
+            A_new, block, hb = self.groupmax(A, hb, op.k)
+        elif isinstance(op, Attention):
+            A_new, block, hb = self.attention(A, hb, op)
+        else:
+            raise TypeError(f"unknown op {type(op).__name__}")
+        par = self.st.anc[: self.st.n].copy()
+        return A_new, hb, [block], par
+
+    # -- ReLU ----------------------------------------------------------------------------------------
+
+    def relu(self, A: np.ndarray, hb: np.ndarray):
+        st = self.st
+        R0, _, T, d = A.shape
+        D = T * d
+        Af = A.reshape(R0, 3, D)
+        tol = SNAP * _coef_bound(A).reshape(D) + NOISE * hb.reshape(D)
+        pos, neg = self._sides(Af, tol)
+        cross = pos & neg
+        st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
+        # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
+        # parent's t-th crossing unit. The order of the lines does not change the arrangement, and a round
+        # is one vectorised step over all parents (not one per unit).
+        pp, jj = np.nonzero(cross)
+        cnt = np.bincount(pp, minlength=R0)
+        first = np.zeros(R0 + 1, np.int64)
+        np.cumsum(cnt, out=first[1:])
+        tag0 = st.take_tags(R0 * D)
+        for t in range(int(cnt.max(initial=0))):
+            anc = st.anc[: st.n]
+            cand = np.flatnonzero(cnt[anc] > t)
+            par = anc[cand]
+            j = jj[first[par] + t]
+            self._relu_round(cand, Af[par, :, j], tol[j], j, tag0 + par * D + j)
+        bits = st.extra["bits"][: st.n]
+        return _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross), ("bits", D, bits)
+
+    def _sides(self, Af: np.ndarray, tol: np.ndarray):
+        """Per parent and unit: does the unit take values > tol (pos) and < -tol (neg) on the polygon?
+
+        A disc test (value at an interior point, gradient times the polygon's radius) settles most pairs;
+        the vertices are evaluated only for the pairs whose line may pass through the polygon.
+        """
+        st = self.st
+        R0, _, D = Af.shape
+        pos = np.empty((R0, D), bool)
+        neg = np.empty((R0, D), bool)
+        amb_p, amb_j = [], []
+        step = max(1, _CHUNK // max(1, 4 * D))
+        for lo in range(0, R0, step):
+            sl = slice(lo, min(R0, lo + step))
+            ctr, rad = st.cen[sl], st.rad[sl]
+            a = Af[sl]
+            sc = a[:, 0] * ctr[:, :1] + a[:, 1] * ctr[:, 1:] + a[:, 2]
+            reach = np.sqrt(a[:, 0] ** 2 + a[:, 1] ** 2)
+            reach *= rad[:, None] * (1 + 1e-9)
+            reach += tol
+            p = sc > reach
+            n = sc < -reach
+            pos[sl], neg[sl] = p, n
+            p, j = np.nonzero(~(p | n))
+            amb_p.append(p + lo)
+            amb_j.append(j)
+        p, j = np.concatenate(amb_p), np.concatenate(amb_j)
+        step = max(1, _CHUNK // (4 * st.M))
+        for lo in range(0, p.size, step):
+            q, k = p[lo : lo + step], j[lo : lo + step]
+            s = _eval(st.V[q], Af[q, :, k])
+            pos[q, k] = np.any(s > tol[k, None], axis=1)
+            neg[q, k] = np.any(s < -tol[k, None], axis=1)
+        return pos, neg
+
+    def _relu_round(self, cand, w, tol, j, newtag):
+        """Split the regions ``cand`` by the lines ``w (n, 3)`` (unit ``j (n,)``, tolerance ``tol (n,)``)."""
+        st = self.st
+        # disc test first: only regions whose enclosing disc meets the line need their vertices
+        sc = st.cen[cand, 0] * w[:, 0] + st.cen[cand, 1] * w[:, 1] + w[:, 2]
+        reach = np.sqrt(w[:, 0] ** 2 + w[:, 1] ** 2) * st.rad[cand] * (1 + 1e-9) + tol
+        one = sc > reach
+        near = np.flatnonzero(np.abs(sc) <= reach)
+        rows_n = cand[near]
+        V = st.V[rows_n]
+        s = _eval(V, w[near])
+        sg = _signs(s, tol[near, None])
+        haspos = np.any(sg > 0, axis=1)
+        split = haspos & np.any(sg < 0, axis=1)
+        one[near[haspos & ~split]] = True
+        idx = np.flatnonzero(split)
+        if idx.size:
+            rows = rows_n[idx]
+            X, cross, sgn = _crossings(V[idx], s[idx], sg[idx])
+            nv, tg = st.nv[rows], st.tag[rows]
+            nt = newtag[near[idx]]
+            Vp, np_, tp = _assemble(V[idx], nv, sg[idx], sgn, X, cross, tg, nt, +1)
+            Vm, nm, tm = _assemble(V[idx], nv, sg[idx], sgn, X, cross, tg, nt, -1)
+            ap, am = _areas(Vp), _areas(Vm)
+            ok = np.minimum(ap, am) >= self.area_atol
+            # a sliver is not a region: keep the polygon whole, on its larger side
+            one[near[idx[ok | (ap >= am)]]] = True
+            if ok.any():
+                rows_ok = rows[ok]
+                st.set_rows(rows_ok, Vp[ok], np_[ok], tp[ok])
+                st.append(Vm[ok], nm[ok], tm[ok], rows_ok)
+        on = np.flatnonzero(one)
+        jo = j[on]
+        st.extra["bits"][cand[on], jo >> 3] |= (1 << (7 - (jo & 7))).astype(np.uint8)
+
+    # -- argmax cells (maxout units, hardmax heads) ----------------------------------------------------
+
+    def _argmax_start(self, F: np.ndarray, tol: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """Winner per parent and unit where it is the argmax on the whole polygon, else -1.
+
+        ``F (R0, U, 3, k)`` affine pieces, ``tol (R0 or 1, U, k)``, ``active (R0, U, k)`` bool.
+        """
+        st = self.st
+        R0, U, _, k = F.shape
+        win = np.full((R0, U), -1, np.int64)
+        step = max(1, _CHUNK // max(1, st.M * U * k))
+        for lo in range(0, R0, step):
+            sl = slice(lo, min(R0, lo + step))
+            V = st.V[sl]
+            tl = tol[sl] if tol.shape[0] > 1 else tol
+            Fs, act = F[sl], active[sl]
+            # (n, M, U, k) values at vertices, and at an interior point (vertex mean)
+            vals = np.einsum("nmc,nuck->nmuk", np.concatenate([V, np.ones(V.shape[:2] + (1,))], -1), Fs)
+            ctr = vals.mean(axis=1)
+            ctr = np.where(act, ctr, -np.inf)
+            top = ctr.max(axis=-1, keepdims=True)
+            near = act & (ctr >= top - 2 * tl)
+            r = np.argmax(near, axis=-1)
+            vr = np.take_along_axis(vals, r[:, None, :, None], -1)
+            tr = np.take_along_axis(np.broadcast_to(tl, act.shape), r[..., None], -1)
+            diff = vr - vals
+            pt = tr + tl
+            lower = np.arange(k) < r[..., None]
+            ok = np.all(diff >= -pt[:, None], axis=1) & (~lower | np.any(diff > pt[:, None], axis=1))
+            ok |= ~act
+            win[sl] = np.where(np.all(ok, axis=-1), r, -1)
+        return win
+
+    def _argmax_unit(self, u: int, F_u, tol_u, act_u, win_u, R0: int):
+        """Split every region whose op-start parent has no single winner for unit ``u`` into argmax cells.
+
+        ``F_u (R0, 3, k)``, ``tol_u (R0 or 1, k)``, ``act_u (R0, k)`` bool, ``win_u (R0,)``.
+        """
+        st = self.st
+        k = F_u.shape[2]
+        anc = st.anc[: st.n]
+        cand = np.flatnonzero(win_u[anc] < 0)
+        if cand.size == 0:
+            return
+        Rc = cand.size
+        par = anc[cand]
+        base = st.take_tags(R0 * k * (k - 1) // 2)
+        owner = np.repeat(np.arange(Rc), k)
+        r = np.tile(np.arange(k), Rc)
+        keep = act_u[par[owner], r]
+        owner, r = owner[keep], r[keep]
+        V = st.V[cand][owner]
+        nv = st.nv[cand][owner]
+        tg = st.tag[cand][owner]
+        tl = np.broadcast_to(tol_u, (R0, k)) if tol_u.shape[0] == 1 else tol_u
+        for m in range(1, k):
+            j = (r + m) % k
+            pj = par[owner]
+            g = F_u[pj, :, r] - F_u[pj, :, j]
+            s = _eval(V, g)
+            sg = _signs(s, (tl[pj, r] + tl[pj, j])[:, None])
+            sg[~act_u[pj, j]] = 1
+            haspos = np.any(sg > 0, axis=1)
+            hasneg = np.any(sg < 0, axis=1)
+            allzero = ~haspos & ~hasneg
+            alive = np.where(allzero, j > r, haspos)
+            clip = alive & hasneg
+            if clip.any():
+                a, b = np.minimum(r, j)[clip], np.maximum(r, j)[clip]
+                pair = b * (b - 1) // 2 + a
+                newtag = base + pair * R0 + pj[clip]
+                X, cross, sgn = _crossings(V[clip], s[clip], sg[clip])
+                Vc, nc, tc = _assemble(V[clip], nv[clip], sg[clip], sgn, X, cross, tg[clip], newtag, +1)
+                Mn = max(V.shape[1], Vc.shape[1])
+                V, tg = _pad(V, Mn), _pad_tags(tg, Mn)
+                Vc, tc = _pad(Vc, Mn), _pad_tags(tc, Mn)
+                V[clip], nv[clip], tg[clip] = Vc, nc, tc
+            V, nv, tg, owner, r = V[alive], nv[alive], tg[alive], owner[alive], r[alive]
+        big = _areas(V) >= self.area_atol
+        V, nv, tg, owner, r = V[big], nv[big], tg[big], owner[big], r[big]
+        # first cell of each owner replaces it; the others are appended
+        first = np.ones(owner.size, bool)
+        first[1:] = owner[1:] != owner[:-1]
+        rows = cand[owner[first]]
+        st.set_rows(rows, V[first], nv[first], tg[first])
+        digits = st.extra["digits"]
+        digits[rows, u] = r[first]
+        if (~first).any():
+            new = st.append(V[~first], nv[~first], tg[~first], cand[owner[~first]])
+            st.extra["digits"][new, u] = r[~first]
+        lost = np.setdiff1d(np.arange(Rc), owner[first])
+        if lost.size:
+            # every cell of a region was a sliver: keep it whole with the winner at its vertex mean
+            rows = cand[lost]
+            Vl = st.V[rows]
+            ctr = Vl.mean(axis=1)
+            vals = np.einsum("nc,nck->nk", np.concatenate([ctr, np.ones((rows.size, 1))], 1), F_u[anc[rows]])
+            vals = np.where(act_u[anc[rows]], vals, -np.inf)
+            st.extra["digits"][rows, u] = np.argmax(vals, axis=1)
+
+    # -- GroupMax ------------------------------------------------------------------------------------
+
+    def groupmax(self, A: np.ndarray, hb: np.ndarray, k: int):
+        st = self.st
+        R0, _, T, d = A.shape
+        n = d // k
+        U = T * n
+        F = A.reshape(R0, 3, U, k).transpose(0, 2, 1, 3)  # (R0, U, 3, k)
+        tol = (SNAP * _coef_bound(A) + NOISE * hb).reshape(1, U, k)
+        act = np.ones((R0, U, k), bool)
+        win = self._argmax_start(F, tol, act)
+        dt = np.uint8 if k <= 256 else np.int32
+        st.add_extra("digits", np.maximum(win, 0).astype(dt))
+        for u in np.flatnonzero(np.any(win < 0, axis=0)):
+            self._argmax_unit(int(u), F[:, u], tol[:, u], act[:, u], win[:, u], R0)
+        digits = st.extra["digits"][: st.n]
+        anc = st.anc[: st.n]
+        Fg = A.reshape(R0, 3, T, n, k)[anc]
+        out = np.take_along_axis(Fg, digits.astype(np.int64).reshape(-1, 1, T, n, 1), axis=-1)[..., 0]
+        hb_out = hb.reshape(T, n, k).max(axis=-1)
+        return out, ("digits", U, digits.copy()), hb_out
+
+    # -- hardmax attention ---------------------------------------------------------------------------
+
+    def attention(self, A: np.ndarray, hb: np.ndarray, op: Attention):
+        st = self.st
+        R0, _, T, d = A.shape
+        H = op.heads
+        allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
+        U = H * T
+        F = np.zeros((R0, U, 3, T))  # affine part of the scores of query (h, i) over keys
+        quad = np.zeros((R0, U, 3, T))  # quadratic part: u1^2, u1 u2, u2^2
+        tol = np.zeros((1, U, T))
+        ctol = np.zeros((1, U, T))
+        VO = np.zeros((H, R0, 3, T, d))
+        hb_out = np.zeros((T, d))
+        for h in range(H):
+            Q = A @ op.Wq[h]  # (R0, 3, T, dk)
+            K = A @ op.Wk[h]
+            VO[h] = (A @ op.Wv[h]) @ op.Wo[h]
+            C = np.einsum("raie,rbje->rijab", Q, K)  # (R0, T, T, 3, 3)
+            qb, kb = _coef_bound(Q), _coef_bound(K)  # (T, dk)
+            qa, ka = hb @ np.abs(op.Wq[h]), hb @ np.abs(op.Wk[h])
+            sb = qb @ kb.T  # (T, T): bound on |S_ij| over the domain
+            sa = qa @ ka.T
+            u = slice(h * T, (h + 1) * T)
+            F[:, u] = np.stack([C[..., 0, 2] + C[..., 2, 0], C[..., 1, 2] + C[..., 2, 1], C[..., 2, 2]], axis=2)
+            quad[:, u] = np.stack([C[..., 0, 0], C[..., 0, 1] + C[..., 1, 0], C[..., 1, 1]], axis=2)
+            tol[0, u] = SNAP * sb + NOISE * sa
+            ctol[0, u] = CURV_TOL * sb + NOISE * sa
+            hb_out += (hb @ np.abs(op.Wv[h])).max(axis=0) @ np.abs(op.Wo[h])
+        act = np.broadcast_to(np.tile(allowed, (H, 1))[None], (R0, U, T)).copy()
+        self._check_curvature(F, quad, tol, ctol, act)
+        win = self._argmax_start(F, tol, act)
+        dt = np.uint8 if T <= 256 else np.int32
+        st.add_extra("digits", np.maximum(win, 0).astype(dt))
+        for u in np.flatnonzero(np.any(win < 0, axis=0)):
+            self._argmax_unit(int(u), F[:, u], tol[:, u], act[:, u], win[:, u], R0)
+        digits = st.extra["digits"][: st.n].astype(np.int64)
+        anc = st.anc[: st.n]
+        R = st.n
+        out = np.zeros((R, 3, T, d))
+        for h in range(H):
+            for i in range(T):
+                u = h * T + i
+                j = digits[:, u]
+                # keys whose score equals the winner's identically are tied: hardmax averages them
+                dF = np.abs(F[anc, u] - np.take_along_axis(F[anc, u], j[:, None, None], -1))
+                dQ = np.abs(quad[anc, u] - np.take_along_axis(quad[anc, u], j[:, None, None], -1))
+                tied = act[anc, u] & np.all(dF <= 2 * tol[0, u], axis=1) & np.all(dQ <= 2 * ctol[0, u], axis=1)
+                wts = tied / tied.sum(axis=1, keepdims=True)
+                out[:, :, i, :] += np.einsum("rj,rcjd->rcd", wts, VO[h][anc])
+        return out, ("digits", U, st.extra["digits"][: st.n].copy()), hb_out
+
+    def _check_curvature(self, F, quad, tol, ctol, act):
+        """Where the competing keys' quadratic parts differ, drop keys provably beaten on the whole
+        polygon; if curved rivals remain, the boundary is a quadric: refuse."""
+        st = self.st
+        R0, U, _, T = F.shape
+        ref = np.argmax(act, axis=-1)  # first allowed key
+        qref = np.take_along_axis(quad, ref[:, :, None, None], -1)
+        curved = np.any(act & np.any(np.abs(quad - qref) > ctol[:, :, None], axis=2), axis=-1)  # (R0, U)
+        if not curved.any():
+            return
+        rr, uu = np.nonzero(curved)
+        V = st.V[rr]
+        lo, hi = V.min(axis=1), V.max(axis=1)  # bounding boxes (n, 2)
+        Vh = np.concatenate([V, np.ones(V.shape[:2] + (1,))], -1)
+        lin = np.einsum("nmc,ncj->nmj", Vh, F[rr, uu])  # (n, M, T)
+        q = quad[rr, uu]  # (n, 3, T)
+        x, y = V[..., 0], V[..., 1]
+        qv = (
+            (x * x)[..., None] * q[:, None, 0] + (x * y)[..., None] * q[:, None, 1] + (y * y)[..., None] * q[:, None, 2]
+        )
+        ctr_val = (lin + qv).mean(axis=1)
+        a = act[rr, uu]
+        best = np.argmax(np.where(a, ctr_val, -np.inf), axis=1)
+        # lower bound of S_best - S_j over the polygon: affine part at vertices + interval bound of the quadric
+        dlin = np.take_along_axis(lin, best[:, None, None], -1) - lin
+        dq = np.take_along_axis(q, best[:, None, None], -1) - q  # (n, 3, T)
+        terms = _interval_products(lo, hi)  # (n, 3, 2): ranges of u1^2, u1 u2, u2^2
+        qlow = np.sum(np.minimum(dq * terms[:, :, :1], dq * terms[:, :, 1:]), axis=1)
+        lower = dlin.min(axis=1) + qlow
+        beaten = a & (lower > 2 * tol[0, uu])
+        act[rr, uu] = a & ~beaten
+        qbest = np.take_along_axis(q, best[:, None, None], -1)
+        rival = act[rr, uu] & np.any(np.abs(q - qbest) > ctol[0, uu][:, None], axis=1)
+        if rival.any():
+            n = int(np.flatnonzero(rival.any(axis=1))[0])
+            u = int(uu[n])
+            j = int(np.flatnonzero(rival[n])[0])
+            raise CurvedBoundaryError(
+                f"hardmax attention (head {u // T}, query {u % T}): the boundary between keys {int(best[n])} and "
+                f"{j} is curved (a quadric) on this domain, and the plane engine only splits along lines; "
+                "use --method line (exact along segments) or --method sample"
+            )
+
+
+def _interval_products(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Ranges of ``u1^2, u1 u2, u2^2`` over boxes ``[lo, hi]`` (``(n, 2)`` each) -> ``(n, 3, 2)``."""
+
+    def sq(a, b):
+        m = np.where((a <= 0) & (b >= 0), 0.0, np.minimum(a * a, b * b))
+        return m, np.maximum(a * a, b * b)
+
+    s1 = sq(lo[:, 0], hi[:, 0])
+    s2 = sq(lo[:, 1], hi[:, 1])
+    p = np.stack([lo[:, 0] * lo[:, 1], lo[:, 0] * hi[:, 1], hi[:, 0] * lo[:, 1], hi[:, 0] * hi[:, 1]])
+    s12 = (p.min(axis=0), p.max(axis=0))
+    return np.stack([np.stack(s1, -1), np.stack(s12, -1), np.stack(s2, -1)], axis=1)
+
+
+def _pad(V: np.ndarray, M: int) -> np.ndarray:
+    if V.shape[1] >= M:
+        return V
+    out = np.empty((V.shape[0], M, 2))
+    out[:, : V.shape[1]] = V
+    out[:, V.shape[1] :] = V[:, :1]
+    return out
+
+
+def _pad_tags(t: np.ndarray, M: int) -> np.ndarray:
+    if t.shape[1] >= M:
+        return t
+    out = np.full((t.shape[0], M), -1, np.int64)
+    out[:, : t.shape[1]] = t
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# public entry point
+
+
+def _frame(program: Program, domain):
+    """Input map in normalised coordinates: ``x = x0 + V (c + h u')``; returns ``(x0', V', c, h)``."""
+    q = program.input_dim
+    if isinstance(domain, Slice):
+        if domain.x0.shape[0] != q:
+            raise DomainError(f"the slice lives in R^{domain.x0.shape[0]} but the network takes {q} inputs")
+    elif isinstance(domain, Box):
+        if domain.dim != 2 or q != 2:
+            raise DomainError(
+                f"the plane engine needs a 2D domain: a 2D box for a 2-input network, or a Slice for a "
+                f"{q}-input one (got a {domain.dim}D box)"
+            )
+    else:
+        raise DomainError("the plane engine needs a 2D Box or a Slice")
+    x0, V = domain.input_map()
+    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    corners = np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
+    X = x0 + corners @ V.T
+    return x0 + V @ c, V * h, c, h, X.min(axis=0), X.max(axis=0)
+
+
+def _check_ops(program: Program):
+    for op, _, _ in walk_widths(program):
+        if isinstance(op, Attention) and op.sigma == "softmax":
+            raise NotPiecewiseError(
+                "softmax attention is smooth: the network is not piecewise, so it has no regions to count "
+                "(hardmax attention is its λ → ∞ limit)"
+            )
+        if isinstance(op, Attention) and op.sigma == "relu":
+            raise CurvedBoundaryError(
+                "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic "
+                "curves (Lai, Lim, Liu 2024), which the plane engine cannot split; use --method line or --method sample"
+            )
+
+
+def partition_plane(
+    net,
+    domain,
+    *,
+    area_tol: float = 1e-12,
+    max_regions: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Partition:
+    """Exact partition of a 2D domain into the activation regions of ``net`` (DESIGN §3 ``plane``).
+
+    ``net``: an MLP, Maxout, hardmax Transformer or lowered :class:`Program`. ``domain``: a 2D
+    :class:`Box` for a 2-input network, or a :class:`Slice` (required when the input dimension is not 2).
+    ``area_tol``: slivers with area below ``area_tol`` times the domain's area are not regions.
+    ``max_regions``: raise :class:`MemoryCapError` once the partition would exceed it.
+    ``progress(done_ops, total_ops)`` is called after each op.
+
+    Raises :class:`CurvedBoundaryError` where a hardmax boundary is a quadric or for ReLU attention,
+    :class:`NotPiecewiseError` for softmax attention, :class:`DomainError` for a wrong domain.
+    """
+    program = lower(net)
+    _check_ops(program)
+    x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
+    check_domain(net, xlo, xhi)
+    if not area_tol >= 0:
+        raise ValueError(f"area_tol must be >= 0, got {area_tol}")
+    T = program.tokens
+    A = np.zeros((1, 3, T, program.input_dim))
+    A[0, 0] = Vn[:, 0]
+    A[0, 1] = Vn[:, 1]
+    A[0, 2] = x0n
+    hb = np.broadcast_to(np.abs(Vn).sum(axis=1) + np.abs(x0n), (T, program.input_dim)).copy()
+    square = np.array([[[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]]])
+    st = _Store(square, np.array([4]), np.array([[0, 1, 2, 3, -1]], np.int64), max_regions)
+    total = len(walk_widths(program))
+    eng = _Engine(program, st, 4.0 * area_tol, progress, total)
+    A, _, _ = eng.run(program.ops, A, hb)
+    A = _materialise(A)
+    R = st.n
+    nv = st.nv[:R]
+    valid = np.arange(st.M) < nv[:, None]
+    verts = c + h * st.V[:R][valid]
+    tags = st.tag[:R][valid]
+    offsets = np.zeros(R + 1, np.int64)
+    np.cumsum(nv, out=offsets[1:])
+    areas = _areas(st.V[:R]) * (h[0] * h[1])
+    Mn = A[:, :, program.out_token, :].transpose(0, 2, 1)  # (R, out, 3) in u'
+    maps = np.empty_like(Mn)
+    maps[..., 0] = Mn[..., 0] / h[0]
+    maps[..., 1] = Mn[..., 1] / h[1]
+    maps[..., 2] = Mn[..., 2] - Mn[..., 0] * c[0] / h[0] - Mn[..., 1] * c[1] / h[1]
+    return Partition(domain, verts, offsets, maps, areas, eng.blocks, edge_tags=tags)

@@ -1,0 +1,351 @@
+"""A 2D partition into activation regions: convex polygons with codes and affine maps.
+
+Geometry and combinatorics are NumPy (and shapely/networkx only where asked for). Memory is linear in
+the number of regions: vertices are one flat ``(V_total, 2)`` array with ``offsets (R+1,)``; codes are
+kept compact (ReLU bits packed eight to a byte, argmax digits one byte each) and expanded to int32
+only on request.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+import numpy as np
+
+#: Default node limit of :meth:`Partition.to_networkx`.
+MAX_GRAPH_NODES = 200_000
+
+
+class Partition:
+    """Activation regions of a network on a 2D domain (Serra et al. 2018), as convex polygons.
+
+    Coordinates are the domain's parameters ``(u1, u2)`` (for a :class:`Box` the inputs themselves).
+
+    - ``vertices (V_total, 2)`` float64 and ``offsets (R+1,)``: region ``r`` is
+      ``vertices[offsets[r]:offsets[r+1]]``, counter-clockwise;
+    - ``maps (R, out, 3)``: the network output on region ``r`` is ``maps[r] @ [u1, u2, 1]``;
+    - ``areas (R,)``; ``codes (R, C)`` int32 in :func:`~regioncount.engines._forward.forward_codes`' layout;
+    - ``edge_tags (V_total,)`` optional: an integer naming the line that carries the edge starting at each
+      vertex (the ``plane`` engine sets it; both sides of a cut share it). Without it :meth:`adjacency`
+      groups edges by their supporting line with a tolerance.
+
+    ``codes`` may be given as an integer array ``(R, C)`` or as blocks ``(kind, width, array)`` in code
+    order: ``"bits"`` packed with ``np.packbits(..., axis=1)``, or ``"digits"`` ``(R, width)`` integers.
+    """
+
+    def __init__(self, domain, vertices, offsets, maps, areas, codes, *, edge_tags=None):
+        self.domain = domain
+        self.vertices = np.ascontiguousarray(vertices, dtype=np.float64).reshape(-1, 2)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.maps = np.asarray(maps, dtype=np.float64)
+        self.areas = np.asarray(areas, dtype=np.float64)
+        R = self.offsets.shape[0] - 1
+        if self.offsets[-1] != self.vertices.shape[0] or self.maps.shape[0] != R or self.areas.shape != (R,):
+            raise ValueError("vertices, offsets, maps and areas do not describe the same number of regions")
+        if isinstance(codes, (list, tuple)):
+            self._blocks = [(str(k), int(w), np.asarray(a)) for k, w, a in codes]
+        else:
+            c = np.asarray(codes)
+            self._blocks = [("digits", c.shape[1], c.reshape(R, -1))]
+        for _, _, a in self._blocks:
+            if a.shape[0] != R:
+                raise ValueError("every code block needs one row per region")
+        self.edge_tags = None if edge_tags is None else np.asarray(edge_tags, dtype=np.int64)
+        lo = np.asarray(domain.param_lo, dtype=np.float64)
+        hi = np.asarray(domain.param_hi, dtype=np.float64)
+        self._lo, self._hi = lo, hi
+        self._adjacency = None
+
+    # -- basics --------------------------------------------------------------------------------------
+
+    @property
+    def n_regions(self) -> int:
+        """Number of activation regions (Serra et al. 2018): distinct codes of positive area."""
+        return int(self.offsets.shape[0] - 1)
+
+    def __len__(self) -> int:
+        return self.n_regions
+
+    @property
+    def code_length(self) -> int:
+        return sum(w for _, w, _ in self._blocks)
+
+    def code_rows(self, index) -> np.ndarray:
+        """Codes of the regions ``index`` (int array or slice) as int32 ``(n, C)``, without expanding all rows."""
+        parts = []
+        for kind, w, a in self._blocks:
+            rows = a[index]
+            if kind == "bits":
+                parts.append(np.unpackbits(np.atleast_2d(rows), axis=1, count=w).astype(np.int32))
+            else:
+                parts.append(np.atleast_2d(rows).astype(np.int32))
+        n = parts[0].shape[0] if parts else len(np.arange(self.n_regions)[index])
+        return np.concatenate(parts, axis=1) if parts else np.zeros((n, 0), np.int32)
+
+    @functools.cached_property
+    def codes(self) -> np.ndarray:
+        """``(R, C)`` int32 activation codes, expanded (4 bytes per entry) and cached on first access."""
+        return self.code_rows(slice(None))
+
+    def code_bytes(self) -> np.ndarray:
+        """Compact ``(R, nbytes)`` uint8 rows: equal rows <=> equal codes (for hashing and dedup)."""
+        parts = [np.ascontiguousarray(a).view(np.uint8).reshape(self.n_regions, -1) for _, _, a in self._blocks]
+        return np.concatenate(parts, axis=1) if parts else np.zeros((self.n_regions, 0), np.uint8)
+
+    def polygon(self, i: int) -> np.ndarray:
+        """Vertices ``(V_i, 2)`` of region ``i``, counter-clockwise."""
+        return self.vertices[self.offsets[i] : self.offsets[i + 1]]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the partition's arrays (codes in compact form)."""
+        arrs = [self.vertices, self.offsets, self.maps, self.areas] + [a for _, _, a in self._blocks]
+        if self.edge_tags is not None:
+            arrs.append(self.edge_tags)
+        return int(sum(a.nbytes for a in arrs))
+
+    def centroids(self) -> np.ndarray:
+        """Area centroids ``(R, 2)`` (interior points of the convex regions)."""
+        P = self.vertices
+        Q = P[self._next_vertex()]
+        cr = P[:, 0] * Q[:, 1] - Q[:, 0] * P[:, 1]
+        reg = self._region_of_vertex()
+        a = np.bincount(reg, cr, minlength=self.n_regions) / 2
+        cx = np.bincount(reg, (P[:, 0] + Q[:, 0]) * cr, minlength=self.n_regions)
+        cy = np.bincount(reg, (P[:, 1] + Q[:, 1]) * cr, minlength=self.n_regions)
+        return np.stack([cx, cy], axis=1) / (6 * a[:, None])
+
+    def _region_of_vertex(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_regions), np.diff(self.offsets))
+
+    def _next_vertex(self) -> np.ndarray:
+        idx = np.arange(self.vertices.shape[0]) + 1
+        ends = self.offsets[1:] - 1
+        idx[ends] = self.offsets[:-1]
+        return idx
+
+    # -- neighbours ----------------------------------------------------------------------------------
+
+    def adjacency(self) -> np.ndarray:
+        """Neighbour pairs ``(E, 2)`` int64, ``i < j``, sorted: regions whose boundaries share a segment of
+        positive length (more than 1e-9 of the domain's diameter).
+
+        Edges are grouped by their supporting line (exactly by ``edge_tags`` when present, else by a
+        tolerant sort on angle and offset); on each line the edges of the two sides are matched by a
+        sorted sweep, so an edge subdivided differently on the two sides is still matched. O(V log V).
+        """
+        if self._adjacency is None:
+            self._adjacency = self._find_adjacency()
+            self._adjacency.setflags(write=False)
+        return self._adjacency
+
+    def _find_adjacency(self) -> np.ndarray:
+        if self.n_regions < 2:
+            return np.zeros((0, 2), np.int64)
+        P = self.vertices
+        Q = P[self._next_vertex()]
+        reg = self._region_of_vertex()
+        d = Q - P
+        length = np.hypot(d[:, 0], d[:, 1])
+        diam = float(np.hypot(*(self._hi - self._lo)))
+        eps = 1e-9 * diam
+        keep = length > eps
+        P, Q, d, length, reg = P[keep], Q[keep], d[keep], length[keep], reg[keep]
+        tags = self.edge_tags[keep] if self.edge_tags is not None else _line_tags(P, Q, d, length, diam)
+        # direction of each line: its longest edge
+        order = np.lexsort((-length, tags))
+        tg = tags[order]
+        start = np.ones(tg.size, bool)
+        start[1:] = tg[1:] != tg[:-1]
+        gid = np.cumsum(start) - 1
+        lead = order[start]
+        u = d[lead] / length[lead, None]
+        ug = u[gid]
+        Ps, Qs, rs = P[order], Q[order], reg[order]
+        a = np.sum(Ps * ug, axis=1)
+        b = np.sum(Qs * ug, axis=1)
+        fwd = b > a
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        # the two sides of a line run in opposite directions (every polygon is counter-clockwise)
+        F = np.flatnonzero(fwd)
+        B = np.flatnonzero(~fwd)
+        if F.size == 0 or B.size == 0:
+            return np.zeros((0, 2), np.int64)
+        B = B[np.lexsort((lo[B], gid[B]))]
+        first = _searchsorted_grouped(gid[B], hi[B], gid[F], lo[F] + eps, "right")
+        # intervals on one side are disjoint, so sorting by start or by end agrees
+        last = _searchsorted_grouped(gid[B], lo[B], gid[F], hi[F] - eps, "left")
+        cnt = np.maximum(last - first, 0)
+        fi = np.repeat(F, cnt)
+        bj = B[np.repeat(first - np.cumsum(cnt) + cnt, cnt) + np.arange(cnt.sum())]
+        overlap = np.minimum(hi[fi], hi[bj]) - np.maximum(lo[fi], lo[bj])
+        ok = (overlap > eps) & (rs[fi] != rs[bj])
+        i, j = rs[fi][ok], rs[bj][ok]
+        pairs = np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
+        if pairs.size == 0:
+            return np.zeros((0, 2), np.int64)
+        return np.unique(pairs, axis=0)
+
+    def linear_region_labels(self, rtol: float = 1e-9) -> np.ndarray:
+        """Label ``(R,)`` of the linear region (Montúfar et al. 2014) of each activation region: neighbours
+        whose affine maps agree within ``rtol`` (relative to the maps' size on the domain) are merged."""
+        R = self.n_regions
+        E = self.adjacency()
+        if E.size == 0:
+            return np.arange(R)
+        c, h = (self._lo + self._hi) / 2, (self._hi - self._lo) / 2
+        M = self.maps
+        # the maps on the normalised domain [-1, 1]^2, where coefficient sizes compare fairly
+        Mn = np.stack([M[..., 0] * h[0], M[..., 1] * h[1], M[..., 2] + M[..., 0] * c[0] + M[..., 1] * c[1]], -1)
+        size = np.abs(Mn).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(R)
+        diff = np.abs(Mn[E[:, 0]] - Mn[E[:, 1]]).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(len(E))
+        same = diff <= rtol * np.maximum(size[E[:, 0]], size[E[:, 1]])
+        return _components(R, E[same])
+
+    def linear_regions(self, rtol: float = 1e-9) -> int:
+        """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
+        return int(np.unique(self.linear_region_labels(rtol)).size)
+
+    # -- exports -------------------------------------------------------------------------------------
+
+    def code_strings(self, index=None) -> list[str]:
+        """Codes as strings: digits joined (``"0110..."``), or dot-separated when a digit exceeds 9."""
+        rows = self.code_rows(slice(None) if index is None else index)
+        if rows.size and rows.max() > 9:
+            return [".".join(map(str, r)) for r in rows.tolist()]
+        return ["".join(map(str, r)) for r in rows.tolist()]
+
+    def to_networkx(self, max_nodes: int = MAX_GRAPH_NODES):
+        """The region graph as a ``networkx.Graph``: node ``i`` carries ``area`` and ``code`` (string);
+        edges are :meth:`adjacency`. Refuses partitions above ``max_nodes`` regions."""
+        import networkx as nx
+
+        if self.n_regions > max_nodes:
+            raise ValueError(
+                f"the partition has {self.n_regions} regions, more than max_nodes={max_nodes}: a networkx graph "
+                "of that size is slow and large; use Partition.adjacency() (an (E, 2) array) or raise max_nodes"
+            )
+        G = nx.Graph()
+        codes = self.code_strings()
+        G.add_nodes_from(
+            (i, {"area": float(a), "code": c}) for i, (a, c) in enumerate(zip(self.areas, codes, strict=True))
+        )
+        G.add_edges_from(map(tuple, self.adjacency().tolist()))
+        return G
+
+    def write_graphml(self, path, max_nodes: int = MAX_GRAPH_NODES) -> None:
+        """Write the region graph to GraphML: the file is written whole or not at all."""
+        import networkx as nx
+
+        G = self.to_networkx(max_nodes=max_nodes)
+        path = os.fspath(path)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".graphml", dir=os.path.dirname(os.path.abspath(path)))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                nx.write_graphml(G, f)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def to_shapely(self) -> np.ndarray:
+        """Regions as an object array ``(R,)`` of shapely Polygons."""
+        import shapely
+
+        ring = self._region_of_vertex()
+        rings = shapely.linearrings(self.vertices, indices=ring)
+        return shapely.polygons(rings)
+
+    @functools.cached_property
+    def _tree(self):
+        import shapely
+
+        return shapely.STRtree(self.to_shapely())
+
+    def locate(self, points) -> np.ndarray:
+        """Region index of each point ``(N, 2)`` -> ``(N,)`` int64; -1 outside every region. A point on a
+        shared boundary gets one of the regions that contain it."""
+        import shapely
+
+        pts = shapely.points(np.asarray(points, dtype=np.float64).reshape(-1, 2))
+        out = np.full(len(pts), -1, np.int64)
+        qi, ti = self._tree.query(pts, predicate="intersects")
+        out[qi] = ti
+        qi, ti = self._tree.query(pts, predicate="within")
+        out[qi] = ti
+        return out
+
+    def __repr__(self) -> str:
+        return f"Partition({self.n_regions} regions, {self.vertices.shape[0]} vertices, code length {self.code_length})"
+
+
+def _searchsorted_grouped(gk, gv, qk, qv, side: str) -> np.ndarray:
+    """Insertion points of queries ``(qk, qv)`` into data sorted by ``(gk, gv)`` (lexicographic)."""
+    n = gk.shape[0]
+    keys = np.concatenate([gk, qk])
+    vals = np.concatenate([gv, qv])
+    is_q = np.concatenate([np.zeros(n, bool), np.ones(qk.shape[0], bool)])
+    # 'left': a query sorts before equal data; 'right': after
+    pri = is_q if side == "right" else ~is_q
+    order = np.lexsort((pri, vals, keys))
+    q_sorted = is_q[order]
+    data_before = np.cumsum(~q_sorted) - (~q_sorted)
+    out = np.empty(qk.shape[0], np.int64)
+    out[order[q_sorted] - n] = data_before[q_sorted]
+    return out
+
+
+def _clusters(x: np.ndarray, tol: float) -> np.ndarray:
+    """Labels of sorted ``x``: a new cluster wherever the gap exceeds ``tol``."""
+    lab = np.zeros(x.shape[0], np.int64)
+    if x.size:
+        lab[1:] = np.cumsum(np.diff(x) > tol)
+    return lab
+
+
+def _line_tags(P, Q, d, length, diam: float) -> np.ndarray:
+    """Integer tags grouping edges by supporting line (angle within 1e-8 rad, offset within 1e-9 diam)."""
+    theta = np.mod(np.arctan2(d[:, 1], d[:, 0]), np.pi)
+    tol_t = 1e-8
+    # angles near pi are the same lines as angles near 0
+    theta = np.where(theta > np.pi - tol_t, theta - np.pi, theta)
+    o = np.argsort(theta, kind="stable")
+    lab_sorted = _clusters(theta[o], tol_t)
+    lab_t = np.empty(theta.size, np.int64)
+    lab_t[o] = lab_sorted
+    # offset along the cluster's common normal (the angle of its first member)
+    start = np.ones(theta.size, bool)
+    start[1:] = lab_sorted[1:] != lab_sorted[:-1]
+    th = theta[o][start][lab_t]
+    nrm = np.stack([-np.sin(th), np.cos(th)], axis=1)
+    rho = np.sum((P + Q) / 2 * nrm, axis=1)
+    o = np.lexsort((rho, lab_t))
+    lab = np.empty(rho.size, np.int64)
+    brk = np.ones(rho.size, bool)
+    brk[1:] = (lab_t[o][1:] != lab_t[o][:-1]) | (np.diff(rho[o]) > 1e-9 * diam)
+    lab[o] = np.cumsum(brk) - 1
+    return lab
+
+
+def _components(n: int, E: np.ndarray) -> np.ndarray:
+    """Connected-component labels ``(n,)`` (smallest member) of the graph with edges ``E (m, 2)``;
+    vectorised union-find: hook roots to smaller roots, then jump pointers."""
+    parent = np.arange(n)
+    if E.size == 0:
+        return parent
+    a, b = E[:, 0], E[:, 1]
+    while True:
+        pa, pb = parent[a], parent[b]
+        diff = pa != pb
+        if not diff.any():
+            return parent
+        lo, hi = np.minimum(pa, pb)[diff], np.maximum(pa, pb)[diff]
+        np.minimum.at(parent, hi, lo)
+        while True:
+            nxt = parent[parent]
+            if np.array_equal(nxt, parent):
+                break
+            parent = nxt

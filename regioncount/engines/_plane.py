@@ -68,8 +68,11 @@ def _signs(s: np.ndarray, tol) -> np.ndarray:
 
 
 def _areas(V: np.ndarray) -> np.ndarray:
-    """Signed (counter-clockwise positive) areas of padded polygons ``(N, M, 2)`` -> ``(N,)``."""
-    x, y = V[..., 0], V[..., 1]
+    """Signed (counter-clockwise positive) areas of padded polygons ``(N, M, 2)`` -> ``(N,)``.
+
+    Coordinates are taken relative to the first vertex, so tiny polygons keep their relative accuracy."""
+    x = V[..., 0] - V[:, :1, 0]
+    y = V[..., 1] - V[:, :1, 1]
     return 0.5 * np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
 
 

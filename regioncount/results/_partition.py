@@ -108,14 +108,16 @@ class Partition:
 
     def centroids(self) -> np.ndarray:
         """Area centroids ``(R, 2)`` (interior points of the convex regions)."""
-        P = self.vertices
+        reg = self._region_of_vertex()
+        # relative to each region's first vertex, so small regions keep their accuracy
+        origin = self.vertices[self.offsets[:-1]]
+        P = self.vertices - origin[reg]
         Q = P[self._next_vertex()]
         cr = P[:, 0] * Q[:, 1] - Q[:, 0] * P[:, 1]
-        reg = self._region_of_vertex()
         a = np.bincount(reg, cr, minlength=self.n_regions) / 2
         cx = np.bincount(reg, (P[:, 0] + Q[:, 0]) * cr, minlength=self.n_regions)
         cy = np.bincount(reg, (P[:, 1] + Q[:, 1]) * cr, minlength=self.n_regions)
-        return np.stack([cx, cy], axis=1) / (6 * a[:, None])
+        return origin + np.stack([cx, cy], axis=1) / (6 * a[:, None])
 
     def _region_of_vertex(self) -> np.ndarray:
         return np.repeat(np.arange(self.n_regions), np.diff(self.offsets))

@@ -1,0 +1,268 @@
+"""The exact 2D ``plane`` engine: closed forms, degeneracies, and cross-checks against the JAX forward pass."""
+
+import math
+
+import numpy as np
+import pytest
+
+from regioncount import MLP, Transformer, lower, random_maxout, random_mlp, random_transformer
+from regioncount._domain import Box, Slice
+from regioncount._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError
+from regioncount.engines._forward import forward_codes
+from regioncount.engines._plane import partition_plane
+from regioncount.networks._ops import code_length
+
+
+def tangent_lines_mlp(n: int, seed: int = 0) -> MLP:
+    """One ReLU layer whose ``n`` lines are tangent to the circle of radius 1/2 at angles spread over
+    [0, 2 pi / 3]: no two parallel, no three concurrent (a point outside a circle has two tangents), and
+    every crossing lies within distance 1 of the origin, so inside [-1.5, 1.5]^2."""
+    rng = np.random.default_rng(seed)
+    theta = (np.arange(n) + rng.uniform(0.2, 0.8, n)) * (2 * np.pi / 3) / n
+    normals = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    flip = rng.choice([-1.0, 1.0], n)
+    readout = rng.uniform(0.5, 1.5, (1, n)) * rng.choice([-1.0, 1.0], (1, n))
+    return MLP((normals * flip[:, None], readout), (-0.5 * flip, np.zeros(1)))
+
+
+def line_mlp(lines, readout=None) -> MLP:
+    """One ReLU layer with unit ``i`` equal to ``a_i u1 + b_i u2 + c_i`` for ``lines[i] = (a_i, b_i, c_i)``."""
+    L = np.asarray(lines, dtype=np.float64)
+    ro = np.ones((1, len(L))) if readout is None else np.asarray(readout, dtype=np.float64).reshape(1, -1)
+    return MLP((L[:, :2], ro), (L[:, 2], np.zeros(1)))
+
+
+def forward(net, U, domain):
+    """``forward_codes`` at parameter points ``U (N, 2)``; batches are padded to a multiple of 2^16 rows so
+    that jit compiles once per network, not once per batch size."""
+    n = U.shape[0]
+    pad = np.zeros((-n % 65536, 2)) + U[:1]
+    Y, codes, _ = forward_codes(lower(net), domain.to_input(np.concatenate([U, pad])))
+    return np.asarray(Y)[:n], np.asarray(codes)[:n]
+
+
+def forward_check(part, net, domain):
+    """Every region's code equals the forward pass's at its centroid, and so does the output."""
+    c = part.centroids()
+    Y, codes = forward(net, c, domain)
+    np.testing.assert_array_equal(part.codes, codes)
+    pred = np.einsum("roc,rc->ro", part.maps, np.c_[c, np.ones(len(c))])
+    np.testing.assert_allclose(pred, Y, atol=1e-9, rtol=0)
+    box_area = float(np.prod(domain.param_hi - domain.param_lo))
+    assert abs(part.areas.sum() - box_area) <= 1e-9 * box_area
+    assert np.all(part.areas > 0)
+    # one region per code
+    assert np.unique(part.codes, axis=0).shape[0] == part.n_regions
+
+
+def grid_codes(net, domain, n: int) -> np.ndarray:
+    lo, hi = domain.param_lo, domain.param_hi
+    g = np.stack(np.meshgrid(np.linspace(lo[0], hi[0], n), np.linspace(lo[1], hi[1], n)), -1).reshape(-1, 2)
+    return g, forward(net, g, domain)[1]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13])
+def test_lines_in_general_position(n):
+    net = tangent_lines_mlp(n, seed=n)
+    dom = Box(-1.5, 1.5, 2)
+    part = partition_plane(net, dom)
+    assert part.n_regions == 1 + n + n * (n - 1) // 2  # Zaslavsky, all crossings inside
+    assert part.codes.shape == (part.n_regions, n)
+    forward_check(part, net, dom)
+
+
+@pytest.mark.parametrize(
+    "net, hardmax_entries",
+    [
+        (random_mlp(2, [6, 6], seed=3), 0),
+        (random_maxout(2, [4, 3], k=3, seed=0), 0),
+        (random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, seed=0), 3),
+        (random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, heads=2, causal=True, seed=5), 6),
+    ],
+    ids=["mlp-6x2", "maxout-k3", "hardmax-1-block", "hardmax-causal-2-heads"],
+)
+def test_matches_forward_pass_and_grid(net, hardmax_entries):
+    dom = Box(-2, 2, 2)
+    part = partition_plane(net, dom)
+    forward_check(part, net, dom)
+    pts, gcodes = grid_codes(net, dom, 201)
+    # the grid (spacing 0.02) is fine enough here (every region has area > 0.01): it meets every region
+    assert np.unique(gcodes, axis=0).shape[0] == part.n_regions
+    # and every grid point's code is the code of the region that contains it
+    where = part.locate(pts)
+    assert np.all(where >= 0)
+    np.testing.assert_array_equal(part.codes[where], gcodes)
+    if hardmax_entries:
+        # the attention argmax (the first entries of the code) really switches on this domain
+        assert np.unique(part.codes[:, :hardmax_entries], axis=0).shape[0] > 1
+
+
+def test_three_concurrent_lines_and_a_fourth():
+    dom = Box(-1, 1, 2)
+    star = [(0.0, 1.0, 0.0), (1.0, 0.0, 0.0), (1.0, -1.0, 0.0)]  # y = 0, x = 0, y = x: one triple point
+    part = partition_plane(line_mlp(star), dom)
+    assert part.n_regions == 6  # 2 m regions around a point of multiplicity m
+    forward_check(part, line_mlp(star), dom)
+    # x + y = 1/2 meets the three at (1/2, 0), (0, 1/2), (1/4, 1/4): 1 + n + sum over points of (m - 1)
+    net = line_mlp(star + [(1.0, 1.0, -0.5)])
+    part = partition_plane(net, dom)
+    assert part.n_regions == 1 + 4 + (3 - 1) + 3
+    forward_check(part, net, dom)
+
+
+def test_lines_through_corners_and_along_edges():
+    dom = Box(-1, 1, 2)
+    # touches the box only at the corner (1, 1): no region
+    assert partition_plane(line_mlp([(1.0, 1.0, -2.0)]), dom).n_regions == 1
+    # the diagonal through two corners, a line through a corner and a side, y = 0.3: 1 + 3 + crossings
+    lines = [(1.0, -1.0, 0.0), (2.0, -1.0, -1.0), (0.0, 1.0, -0.3)]
+    # crossings: diagonal & 2x - y = 1 at (1, 1) (a corner, not inside); diagonal & y=0.3 at (0.3, 0.3);
+    # 2x - y = 1 & y = 0.3 at (0.65, 0.3)
+    net = line_mlp(lines)
+    part = partition_plane(net, dom)
+    assert part.n_regions == 1 + 3 + 2
+    forward_check(part, net, dom)
+    # lines along the four sides of the box, both orientations, add nothing
+    edges = [(1.0, 0.0, -1.0), (-1.0, 0.0, 1.0), (0.0, 1.0, 1.0), (0.0, -1.0, -1.0), (1.0, 0.0, 1.0)]
+    net = line_mlp(lines + edges)
+    part = partition_plane(net, dom)
+    assert part.n_regions == 1 + 3 + 2
+    forward_check(part, net, dom)
+
+
+def test_duplicate_dead_and_zero_units():
+    dom = Box(-1.5, 1.5, 2)
+    base = tangent_lines_mlp(4, seed=3)
+    W, b = base.weights[0], base.biases[0]
+    # exact duplicates, a negated copy (same line, other side on), a scaled copy, dead and always-on units
+    W2 = np.concatenate([W, W[:2], -W[2:3], 2.5 * W[3:4], np.zeros((2, 2))])
+    b2 = np.concatenate([b, b[:2], -b[2:3], 2.5 * b[3:4], [-1.0, 1.0]])
+    net = MLP((W2, np.ones((1, len(b2)))), (b2, np.zeros(1)))
+    part = partition_plane(net, dom)
+    assert part.n_regions == 1 + 4 + 6
+    forward_check(part, net, dom)
+    # a zero-weight second layer (constant units of every sign) and an identity layer h -> relu(h) = h
+    n = len(b2)
+    W_zero, b_zero = np.zeros((3, n)), np.array([0.5, -0.5, 0.0])
+    net = MLP((W2, W_zero, np.ones((1, 3))), (b2, b_zero, np.zeros(1)))
+    part = partition_plane(net, dom)
+    assert part.n_regions == 11
+    forward_check(part, net, dom)
+    net = MLP((W2, np.eye(n), np.ones((1, n))), (b2, np.zeros(n), np.zeros(1)))
+    part = partition_plane(net, dom)
+    assert part.n_regions == 11  # relu(h) = h >= 0: the second layer switches nowhere in the interior
+    forward_check(part, net, dom)
+    # a zero-weight first layer: one region
+    part = partition_plane(MLP((np.zeros((3, 2)), np.ones((1, 3))), (np.array([1.0, -1.0, 0.0]), np.zeros(1))), dom)
+    assert part.n_regions == 1
+
+
+def test_slice_of_three_input_network_equals_two_input_network():
+    net3 = random_mlp(3, [7, 5], seed=4)
+    x0, v1, v2 = np.array([0.1, -0.2, 0.3]), np.array([1.0, 0.5, 0.0]), np.array([0.0, 1.0, -0.5])
+    sl = Slice(x0, v1, v2, lo=(-1.0, -1.5), hi=(1.5, 2.0))
+    V = np.stack([v1, v2], axis=1)
+    W1, b1 = net3.weights[0], net3.biases[0]
+    net2 = MLP((W1 @ V,) + net3.weights[1:], (b1 + W1 @ x0,) + net3.biases[1:])
+    box = Box([-1.0, -1.5], [1.5, 2.0])
+    p3 = partition_plane(net3, sl)
+    p2 = partition_plane(net2, box)
+    assert p3.n_regions == p2.n_regions > 10
+    forward_check(p3, net3, sl)
+    o3, o2 = np.lexsort(p3.codes.T), np.lexsort(p2.codes.T)
+    np.testing.assert_array_equal(p3.codes[o3], p2.codes[o2])
+    np.testing.assert_allclose(p3.areas[o3], p2.areas[o2], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(p3.maps[o3], p2.maps[o2], rtol=1e-9, atol=1e-12)
+
+
+def test_hardmax_second_block_is_curved():
+    net = random_transformer(input_dim=2, tokens=3, d_model=4, depth=2, seed=0)
+    with pytest.raises(CurvedBoundaryError, match=r"quadric.*--method line.*--method sample"):
+        partition_plane(net, Box(-2, 2, 2))
+
+
+def test_hardmax_with_constant_queries_is_straight_beyond_the_first_block():
+    # Queries read only slot 2, a position slot no block writes, so every score difference is affine in
+    # the input even after an FFN; the FFN (which reads the positions) makes the second block switch.
+    from regioncount import Block
+
+    T, d = 3, 4
+    rng = np.random.default_rng(7)
+    E = np.zeros((d, 2))
+    E[:2] = rng.normal(size=(2, 2))
+    P = rng.normal(size=(T, d))
+    P[:, 2] = np.arange(T) + 1.0
+    Wq = np.zeros((1, d, 2))
+    Wq[0, 2] = rng.normal(size=2)
+    Wk = np.zeros((1, d, 2))
+    Wk[0, :2] = rng.normal(size=(2, 2))
+    Wv, Wo = np.zeros((1, d, 1)), np.zeros((1, 1, d))
+    Wv[0, 0, 0], Wo[0, 0, 1] = 1.0, 0.7
+    W1 = np.zeros((3, d))
+    W1[:, :3] = rng.normal(size=(3, 3))
+    W2 = np.zeros((d, 3))
+    W2[:2] = rng.normal(size=(2, 3))
+    blk = Block(Wq, Wk, Wv, Wo, W1, rng.normal(size=3), W2, np.zeros(d))
+    net = Transformer(E, P, (blk, blk), rng.normal(size=(1, d)), np.zeros(1))
+    dom = Box(-1, 1, 2)
+    part = partition_plane(net, dom)
+    forward_check(part, net, dom)
+    _, gcodes = grid_codes(net, dom, 201)
+    assert np.unique(gcodes, axis=0).shape[0] == part.n_regions  # smallest region: 0.035 of 4
+    # the second block's argmax (code entries 12..14, after 3 argmax + 3 T FFN bits) switches
+    assert np.unique(part.codes[:, 12:15], axis=0).shape[0] > 1
+
+
+def test_relu_and_softmax_attention_refuse():
+    dom = Box(-1, 1, 2)
+    with pytest.raises(CurvedBoundaryError, match="spline pieces"):
+        partition_plane(random_transformer(depth=1, attention="relu"), dom)
+    with pytest.raises(NotPiecewiseError, match="smooth"):
+        partition_plane(random_transformer(depth=1, attention="softmax"), dom)
+
+
+def test_domain_checks():
+    net3 = random_mlp(3, [4], seed=0)
+    with pytest.raises(DomainError, match="Slice"):
+        partition_plane(net3, Box(-1, 1, 3))
+    with pytest.raises(DomainError):
+        partition_plane(random_mlp(2, [4]), Slice([0, 0, 0], [1, 0, 0], [0, 1, 0]))
+    t = random_transformer(depth=1)
+    compiled = Transformer(t.E, t.P, t.blocks, t.readout_W, t.readout_b, valid_box=((-1, -1), (1, 1)))
+    with pytest.raises(DomainError, match="compiled"):
+        partition_plane(compiled, Box(-2, 2, 2))
+    assert partition_plane(compiled, Box(-1, 1, 2)).n_regions >= 1
+
+
+def test_max_regions_and_progress():
+    net = tangent_lines_mlp(8)
+    with pytest.raises(MemoryCapError, match="max_regions=10"):
+        partition_plane(net, Box(-1.5, 1.5, 2), max_regions=10)
+    seen = []
+    part = partition_plane(random_mlp(2, [5, 5], seed=0), Box(-1, 1, 2), progress=lambda d, t: seen.append((d, t)))
+    total = len(lower(random_mlp(2, [5, 5])).ops)
+    assert seen == [(i + 1, total) for i in range(total)]
+    assert part.codes.shape[1] == code_length(lower(random_mlp(2, [5, 5])))
+
+
+def test_area_tol_drops_slivers():
+    # x + y = 2 - 1e-7 cuts a corner triangle of area 5e-15 of the unit box
+    dom = Box(0, 1, 2)
+    net = line_mlp([(1.0, 1.0, -(2 - 1e-7))])
+    assert partition_plane(net, dom, area_tol=1e-12).n_regions == 1
+    part = partition_plane(net, dom, area_tol=0.0)
+    assert part.n_regions == 2
+    delta = 2 - (2 - 1e-7)  # the cut as represented in float64
+    assert math.isclose(part.areas.min(), delta**2 / 2, rel_tol=1e-6)
+    forward_check(part, net, dom)
+
+
+def test_denser_mlp_grid_is_a_lower_bound_and_agrees_pointwise():
+    net = random_mlp(2, [10, 10], seed=3)
+    dom = Box(-2, 2, 2)
+    part = partition_plane(net, dom)
+    forward_check(part, net, dom)
+    pts, gcodes = grid_codes(net, dom, 201)
+    # sampling is a lower bound, and every grid point's code is that of the region holding it
+    assert np.unique(gcodes, axis=0).shape[0] <= part.n_regions
+    np.testing.assert_array_equal(part.codes[part.locate(pts)], gcodes)

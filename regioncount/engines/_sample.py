@@ -115,6 +115,16 @@ def _activation_floats(program) -> int:
     return total + 3 * code_length(program)
 
 
+def _grid_points(start: int, n: int, grid: int, lo: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Cell centres ``start .. start+n-1`` of a ``grid**dim`` grid in C order, shape ``(n, dim)``."""
+    ids = np.arange(start, start + n)
+    U = np.empty((n, lo.size))
+    for axis in range(lo.size - 1, -1, -1):
+        ids, r = np.divmod(ids, grid)
+        U[:, axis] = lo[axis] + (r + 0.5) * step[axis]
+    return U
+
+
 def _param_box(domain):
     if isinstance(domain, (Box, Slice, Segment)):
         return domain.param_lo, domain.param_hi
@@ -200,8 +210,7 @@ def count_sampled_prefixes(
     while done < total:
         n = min(chunk, total - done)
         if grid is not None:
-            idx = np.unravel_index(np.arange(done, done + n), (grid,) * dim)
-            U = lo + (np.stack(idx, -1) + 0.5) * step
+            U = _grid_points(done, n, grid, lo, step)
         else:
             U = rng.uniform(lo, hi, size=(n, dim))
         X = x0 + U @ V.T

@@ -155,3 +155,53 @@ def test_bound_errors(capsys):
     assert code == 2 and "no_such_bound" in _one_error_line(err)
     code, _, err = run(capsys, "bound", "transformer_maxout_lower", "--m", "1", "--T", "2", "--q", "1", "--D", "2")
     assert code == 1 and "D >= 3" in _one_error_line(err)
+
+
+@pytest.mark.parametrize("method", ["exact", "line"])
+def test_count_exact_methods(capsys, mlp_file, method):
+    code, out, err = run(capsys, "count", str(mlp_file), "--method", method, "--box", "-2", "2", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["method"] == method and res["exact"] is True
+    assert 1 <= res["linear_regions"] <= res["regions"]
+    assert res["kind"] == "activation regions"
+
+
+def test_exact_agrees_with_sampling_from_the_cli(capsys, mlp_file):
+    _, out, _ = run(capsys, "count", str(mlp_file), "--box", "-2", "2", "--json")
+    exact = json.loads(out)["regions"]
+    _, out, _ = run(capsys, "count", str(mlp_file), "--method", "sample", "--box", "-2", "2", "--grid", "400", "--json")
+    assert json.loads(out)["regions"] <= exact
+
+
+def test_exact_on_a_slice_and_refusals(capsys, tmp_path):
+    path = tmp_path / "q3.npz"
+    run(capsys, "build", "random-mlp", "--inputs", "3", "--widths", "6", "--out", str(path))
+    code, _, err = run(capsys, "count", str(path))
+    assert code == 1 and "slice" in _one_error_line(err)
+    code, out, err = run(
+        capsys, "count", str(path), "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "0,1,1", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["exact"] is True
+    code, _, err = run(capsys, "count", str(path), "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "2,0,0")
+    assert code == 1 and "parallel" in _one_error_line(err)
+
+
+def test_curved_boundary_names_line_and_sample(capsys, tmp_path):
+    path = tmp_path / "tf.npz"
+    run(capsys, "build", "random-transformer", "--depth", "2", "--out", str(path))
+    code, _, err = run(capsys, "count", str(path), "--method", "exact")
+    line = _one_error_line(err)
+    assert code == 1 and "line" in line and "sample" in line
+    code, out, _ = run(capsys, "count", str(path), "--method", "line", "--json")
+    assert code == 0 and json.loads(out)["exact"] is True
+
+
+def test_relu_attention_is_spline_pieces(capsys, tmp_path):
+    path = tmp_path / "relu.npz"
+    run(capsys, "build", "random-transformer", "--depth", "1", "--attention", "relu", "--out", str(path))
+    code, out, _ = run(capsys, "count", str(path), "--method", "line", "--json")
+    assert code == 0 and json.loads(out)["kind"] == "spline pieces"
+    code, out, _ = run(capsys, "count", str(path), "--method", "line")
+    assert "linear region" not in out

@@ -312,12 +312,15 @@ def scan(
     seeds: Annotated[int, typer.Option(help="Random Transformers per depth.")] = 3,
     d_model: Annotated[int, typer.Option(help="Width of the random Transformers.")] = 8,
     grid: Annotated[int, typer.Option(help="Grid points per axis for sampled counts of random networks.")] = 200,
-    region_cap: Annotated[int, typer.Option(help="Count constructions exactly only while their formula is at most this.")] = 200_000,
+    region_cap: Annotated[
+        int, typer.Option(help="Count constructions exactly only while their formula is at most this.")
+    ] = 200_000,
     out: Annotated[Path, typer.Option(help="Folder for scan.json, scan.csv and scan.png.")] = Path("scan_out"),
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON instead of a table.")] = False,
 ):
     """Region counts against depth beside the Thm 4.4 lower bound for Maxout emulation (Gu, Yang, Zhou 2026)."""
-    from regioncount._scan import rows_to_csv, scan as run_scan
+    from regioncount._scan import rows_to_csv
+    from regioncount._scan import scan as run_scan
     from regioncount.plotting import plot_scan
 
     if depth < 1:
@@ -327,8 +330,19 @@ def scan(
 
     def run():
         with LazyProgress("scanning depths") as bar:
-            return run_scan(depth, tokens=tokens, m=m, q=q, lo=box[0], hi=box[1], seeds=seeds, d_model=d_model,
-                            grid=grid, region_cap=region_cap, progress=bar)
+            return run_scan(
+                depth,
+                tokens=tokens,
+                m=m,
+                q=q,
+                lo=box[0],
+                hi=box[1],
+                seeds=seeds,
+                d_model=d_model,
+                grid=grid,
+                region_cap=region_cap,
+                progress=bar,
+            )
 
     rows = guarded(run)
     title = f"T={tokens}, m={m}, q={q}, box [{box[0]:g}, {box[1]:g}]^{q}"
@@ -352,22 +366,22 @@ def _fmt(v, digits: int = 0) -> str:
     return f"{v:,}"
 
 
+def _exact_or_formula(row: dict, key: str) -> str:
+    if row[key] is not None:
+        return _fmt(row[key])
+    return f"[dim]({row[key + '_formula']:.2g})[/dim]" if row[key + "_formula"] else ""
+
+
 def scan_table(rows: list[dict], title: str) -> Table:
     table = Table(title=f"regions against depth ({title})")
     for col in ("D", "Thm 4.4", "paper", "compact", "rand. line", "rand. sampled", "Chao1", "ReLU-att.", "s"):
         table.add_column(col, justify="right")
     for r in rows:
-
-        def exact_or_formula(key):
-            if r[key] is not None:
-                return _fmt(r[key])
-            return f"[dim]({r[key + '_formula']:.2g})[/dim]" if r[key + "_formula"] else ""
-
         table.add_row(
             str(r["depth"]),
             _fmt(r["bound"]),
-            exact_or_formula("constructed"),
-            exact_or_formula("compact"),
+            _exact_or_formula(r, "constructed"),
+            _exact_or_formula(r, "compact"),
             f"{_fmt(r['random_line_mean'], 0)}±{_fmt(r['random_line_std'], 0)}",
             f"≥{_fmt(r['random_sample_mean'])}±{_fmt(r['random_sample_std'])}",
             _fmt(r["random_chao1_mean"]),

@@ -22,10 +22,14 @@ Numerics. Each interval stores its polynomials in its own local variable ``s in 
 (score products, cubic ReLU-attention terms) are formed on small intervals where monomials are well
 conditioned. Roots of degree <= 2 are closed forms; higher degrees are eigenvalues of batched
 companion matrices polished by Newton steps. A polynomial whose coefficients are all below
-``_ZERO`` times the largest of its op on that interval is identically zero (a dead unit, an exact
-hardmax tie). A decision read where the compared value is within ``_NOISE`` of rounding is taken from
-the neighbouring sub-interval of the same parent (a sliver around a tangency). Pieces shorter than
-about ``1e-13`` of their parent interval, or ``1e-14`` in ``t``, are below this resolution.
+``_ZERO`` (1e-12) times the largest of its op on that interval is identically zero (a dead unit, an
+exact hardmax tie). A decision whose compared value is within ``_NOISE`` (1e-14) of the size of the
+compared polynomials on the parent interval is not trusted: it is taken from the neighbouring
+sub-interval of the same parent, preferring the neighbour it then equals (a sliver around a rounded
+tangency, or between two roots that coincide in exact arithmetic). Hence the resolution: pieces
+shorter than ``1e-13`` of their parent interval or ``1e-14`` in ``t``, or on which the deciding gap is
+below ``1e-14`` of the compared values, are not resolved. Ops run on blocks of intervals, so memory
+is linear in the number of pieces.
 
 This module is NumPy (combinatorial splitting does not fit XLA); only the reference forward pass is JAX.
 """
@@ -44,7 +48,7 @@ from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
 
 _ZERO = 1e-12  # relative size below which a compared polynomial counts as identically zero
-_NOISE = 1e-12  # relative margin below which a midpoint decision is not trusted
+_NOISE = 1e-14  # relative margin below which a midpoint decision is not trusted
 _S_EPS = 1e-13  # smallest sub-interval, relative to its parent (local units)
 _T_EPS = 1e-14  # smallest sub-interval in t
 _CHUNK = 1 << 22  # floats per temporary array: ops run on blocks of intervals of about this size
@@ -146,13 +150,15 @@ def _reexpand(C: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     K = C.shape[1] - 1
     if K == 0:
         return C.copy()
+    flat = C.reshape(C.shape[0], K + 1, -1)
+    if K == 1:
+        return np.stack([flat[:, 0] + a[:, None] * flat[:, 1], b[:, None] * flat[:, 1]], axis=1).reshape(C.shape)
     k = np.arange(K + 1)
     e = k[:, None] - k[None, :]
     low = e >= 0
     with np.errstate(over="ignore", invalid="ignore"):
         M = _binomials(K) * np.where(low, a[:, None, None] ** np.where(low, e, 0), 0.0) * b[:, None, None] ** k
-    flat = C.reshape(C.shape[0], K + 1, -1)
-    return np.einsum("nkj,nkm->njm", M, flat).reshape(C.shape)
+    return np.matmul(M.transpose(0, 2, 1), flat).reshape(C.shape)
 
 
 def _polyval(C: np.ndarray, s: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -169,22 +175,34 @@ def _polyval(C: np.ndarray, s: np.ndarray, rows: np.ndarray | None = None) -> np
     return y
 
 
-def _polymul(X: np.ndarray, Y: np.ndarray, spec: str) -> np.ndarray:
-    """Product of two polynomial arrays, contracted by the einsum ``spec`` on the non-coefficient axes.
+def _polymul(X: np.ndarray, Y: np.ndarray, mul) -> np.ndarray:
+    """Product of two polynomial arrays ``X (n, Kx+1, ...)``, ``Y (n, Ky+1, ...)`` -> ``(n, Kx+Ky+1, ...)``.
 
-    ``X (n, Kx+1, ...)``, ``Y (n, Ky+1, ...)``; ``spec`` names only the axes after the coefficient one,
-    with ``n`` first, e.g. ``"nhie,nhje->nhij"``. Result ``(n, Kx+Ky+1, ...)``.
+    ``mul(Xi, Y)`` multiplies one coefficient ``Xi (n, ...)`` of ``X`` with every coefficient of ``Y``
+    (contracting the non-coefficient axes as the caller needs) and returns ``(n, Ky+1, ...)``.
     """
-    ins, out = spec.split("->")
-    xs, ys = ins.split(",")
     ky = Y.shape[1]
-    full = f"{xs},{ys[0]}z{ys[1:]}->{out[0]}z{out[1:]}"
-    first = np.einsum(full, X[:, 0], Y)
+    first = mul(X[:, 0], Y)
     Z = np.zeros((first.shape[0], X.shape[1] + ky - 1) + first.shape[2:])
     Z[:, :ky] += first
     for i in range(1, X.shape[1]):
-        Z[:, i : i + ky] += np.einsum(full, X[:, i], Y)
+        Z[:, i : i + ky] += mul(X[:, i], Y)
     return Z
+
+
+def _project(H: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Per-head projection ``H (n, K+1, T, d)``, ``W (heads, d, e)`` -> ``(n, K+1, heads, T, e)`` (one GEMM)."""
+    n, K1, T, d = H.shape
+    h, _, e = W.shape
+    out = H.reshape(-1, d) @ W.transpose(1, 0, 2).reshape(d, h * e)
+    return out.reshape(n, K1, T, h, e).transpose(0, 1, 3, 2, 4)
+
+
+def _combine(X: np.ndarray, Wo: np.ndarray) -> np.ndarray:
+    """``sum_h X_h Wo_h`` for ``X (n, K+1, heads, T, e)``, ``Wo (heads, e, d)`` -> ``(n, K+1, T, d)`` (one GEMM)."""
+    n, K1, h, T, e = X.shape
+    out = X.transpose(0, 1, 3, 2, 4).reshape(-1, h * e) @ Wo.reshape(h * e, -1)
+    return out.reshape(n, K1, T, -1)
 
 
 def _pad(C: np.ndarray, K1: int) -> np.ndarray:
@@ -210,6 +228,13 @@ def _roots(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s_out: list[np.ndarray] = [np.zeros(0)]
     if m == 0 or K1 < 2:
         return rows_out[0], s_out[0]
+    if K1 == 2:  # the hot path (ReLU / maxout on affine states)
+        c0, c1 = P[:, 0], P[:, 1]
+        ok = np.abs(c0) < np.abs(c1)  # root inside (-1, 1)
+        r = np.flatnonzero(ok)
+        s = -c0[r] / c1[r]
+        inside = (s > -1.0) & (s < 1.0)
+        return r[inside], s[inside]
     A = np.abs(P)
     big = A > 1e-14 * A.max(axis=1, keepdims=True)
     deg = np.where(big.any(axis=1), K1 - 1 - np.argmax(big[:, ::-1], axis=1), 0)
@@ -420,20 +445,17 @@ def _sign_split(st: _State, Z: np.ndarray, allowed: np.ndarray | None = None):
 
     Returns ``(parent, sa, sb, bits (n_children, M) int32)``.
     """
-    A = np.abs(Z)
-    zmax = A.max(axis=1)
+    size = np.abs(Z).sum(axis=1)  # bounds |Z| on the interval
     if allowed is not None:
-        zmax = np.where(allowed, zmax, 0.0)
-    zero = zmax <= _ZERO * zmax.max(axis=1, keepdims=True)
+        size = np.where(allowed, size, 0.0)
+    zero = size <= _ZERO * size.max(axis=1, keepdims=True)
     r, c = np.nonzero(~zero)
     rows, s = _roots(Z[r, :, c])
     p, s_lo, s_hi = _subdivide(st, r[rows], s)
-    sm = (s_lo + s_hi) / 2
-    v = _polyval(Z, sm, p)
-    mag = _polyval(A, np.abs(sm), p)
+    v = _polyval(Z, (s_lo + s_hi) / 2, p)
     z = zero[p]
     dec = (v > 0) & ~z
-    unc = (np.abs(v) <= _NOISE * mag) & ~z
+    unc = (np.abs(v) <= _NOISE * size[p]) & ~z
     dec = _fill_uncertain(p, dec, unc)
     par, sa, sb, bits = _merge(p, s_lo, s_hi, dec)
     return par, sa, sb, bits.astype(np.int32)
@@ -452,11 +474,15 @@ def _argmax_split(st: _State, C: np.ndarray, allowed: np.ndarray | None = None):
         allowed = np.ones((R, k), bool)
     j0, j1 = np.triu_indices(k, 1)
     pair_ok = allowed[:, j0] & allowed[:, j1]  # (R, P)
-    A = np.abs(C)
-    scale = np.where(allowed, A.max(axis=1), 0.0).max(axis=(1, 2))  # (n,)
+    size = np.where(allowed, np.abs(C).sum(axis=1), 0.0)  # (n, R, k), bounds |C| on the interval
+    scale = size.max(axis=(1, 2))  # (n,)
+    # a key whose upper bound is below another key's lower bound never wins on this interval
+    c0 = C[:, 0]
+    lower = np.where(allowed, c0 - (size - np.abs(c0)), -np.inf)
+    alive = allowed & (c0 + (size - np.abs(c0)) >= lower.max(axis=-1, keepdims=True) - _ZERO * scale[:, None, None])
     Dif = C[..., j0] - C[..., j1]  # (n, K+1, R, P)
     tie = (np.abs(Dif).max(axis=1) <= _ZERO * scale[:, None, None]) & pair_ok
-    active = pair_ok & ~tie
+    active = alive[..., j0] & alive[..., j1] & ~tie
     nn, rr, pp = np.nonzero(active)
     rows, s = _roots(Dif[nn, :, rr, pp])
     p, s_lo, s_hi = _subdivide(st, nn[rows], s)
@@ -468,14 +494,13 @@ def _argmax_split(st: _State, C: np.ndarray, allowed: np.ndarray | None = None):
 
     sm = (s_lo + s_hi) / 2
     v = _polyval(C, sm, p)  # (m, R, k)
-    mag = _polyval(A, np.abs(sm), p)
     rp = rep[p]
     v = np.where(allowed, np.take_along_axis(v, rp, axis=-1), -np.inf)
     idx = np.argmax(v, axis=-1)
     top = np.take_along_axis(v, idx[..., None], axis=-1)[..., 0]
     grp = rp == np.take_along_axis(rp, idx[..., None], axis=-1)
     second = np.where(grp | ~allowed, -np.inf, v).max(axis=-1)
-    noise = _NOISE * np.where(allowed, mag, 0.0).max(axis=-1)
+    noise = _NOISE * size[p].max(axis=-1)
     unc = (top - second) <= noise
     idx = _fill_uncertain(p, idx, unc)
     par, sa, sb, idx = _merge(p, s_lo, s_hi, idx)
@@ -510,7 +535,7 @@ def _apply(st: _State, ops, tokens: int) -> None:
     for op in ops:
         n, K1, T, d = st.H.shape
         if isinstance(op, Affine):
-            st.H = np.einsum("nktd,ed->nkte", st.H, op.W)
+            st.H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, K1, T, -1)
             st.H[:, 0] += op.b
         elif isinstance(op, ReLU):
             _chunked(st, _relu, 4 * K1 * T * d)
@@ -530,9 +555,8 @@ def _apply(st: _State, ops, tokens: int) -> None:
 
 
 def _scores(st: _State, op: Attention):
-    Q = np.einsum("nktd,hde->nkhte", st.H, op.Wq)
-    K = np.einsum("nktd,hde->nkhte", st.H, op.Wk)
-    return _polymul(Q, K, "nhie,nhje->nhij")  # (n, 2K+1, heads, T, T)
+    Q, K = _project(st.H, op.Wq), _project(st.H, op.Wk)
+    return _polymul(Q, K.swapaxes(-1, -2), lambda q, Kt: q[:, None] @ Kt)  # (n, 2K+1, heads, T, T)
 
 
 def _attention(st: _State, op: Attention, T: int) -> None:
@@ -545,8 +569,7 @@ def _attention(st: _State, op: Attention, T: int) -> None:
         st.refine(par, sa, sb)
         count = group.sum(axis=-1)
         Aw = (group / count[..., None]).reshape(-1, h, T, T)  # ties average over the tied keys
-        V = np.einsum("nktd,hde->nkhte", st.H, op.Wv)
-        st.H = np.einsum("nhij,nkhje,hed->nkid", Aw, V, op.Wo)
+        st.H = _combine(Aw[:, None] @ _project(st.H, op.Wv), op.Wo)
         st.codes.append(idx.astype(np.int32))
         st.ties = st.ties + (count > 1).sum(axis=-1)
     elif op.sigma == "relu":
@@ -556,9 +579,8 @@ def _attention(st: _State, op: Attention, T: int) -> None:
         S = _scores(st, op) * bits.reshape(-1, 1, h, T, T)
         if op.scale_by_T:
             S = S / T
-        V = np.einsum("nktd,hde->nkhte", st.H, op.Wv)
-        AV = _polymul(S, V, "nhij,nhje->nhie")  # Lai, Lim, Liu 2024: cubic in H
-        st.H = np.einsum("nkhie,hed->nkid", AV, op.Wo)
+        AV = _polymul(S, _project(st.H, op.Wv), lambda a, V: a[:, None] @ V)  # Lai, Lim, Liu 2024: cubic in H
+        st.H = _combine(AV, op.Wo)
         st.codes.append(bits)
     else:
         raise NotPiecewiseError(_SOFTMAX)

@@ -319,8 +319,7 @@ def scan(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON instead of a table.")] = False,
 ):
     """Region counts against depth beside the Thm 4.4 lower bound for Maxout emulation (Gu, Yang, Zhou 2026)."""
-    from regioncount._scan import rows_to_csv
-    from regioncount._scan import scan as run_scan
+    from regioncount._scan import rows_to_csv, scan as run_scan
     from regioncount.plotting import plot_scan
 
     if depth < 1:

@@ -1,55 +1,25 @@
 """Networks: one module per architecture, each lowered to the op vocabulary of ``_ops``."""
 
-from ._maxout import Maxout as Maxout
-from ._maxout import random_maxout as random_maxout
-from ._mlp import MLP as MLP
-from ._mlp import random_mlp as random_mlp
+from ._maxout import Maxout as Maxout, random_maxout as random_maxout
+from ._mlp import MLP as MLP, random_mlp as random_mlp
 from ._ops import (
     Affine as Affine,
-)
-from ._ops import (
     Attention as Attention,
-)
-from ._ops import (
     GroupMax as GroupMax,
-)
-from ._ops import (
     Program as Program,
-)
-from ._ops import (
     ReLU as ReLU,
-)
-from ._ops import (
     Residual as Residual,
-)
-from ._ops import (
     code_length as code_length,
-)
-from ._ops import (
     is_piecewise_linear as is_piecewise_linear,
-)
-from ._ops import (
     walk_widths as walk_widths,
 )
 from ._transformer import (
     Block as Block,
-)
-from ._transformer import (
     Transformer as Transformer,
-)
-from ._transformer import (
     depth_code_ends as depth_code_ends,
-)
-from ._transformer import (
     identity_block as identity_block,
-)
-from ._transformer import (
     pad_to_depth as pad_to_depth,
-)
-from ._transformer import (
     random_transformer as random_transformer,
-)
-from ._transformer import (
     truncate as truncate,
 )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._domain import Box
-from ..networks import Block, Maxout, Transformer
+from ..networks import Block, Maxout, Transformer, pad_to_depth
 from ._bounds import _int, maxout_lower, transformer_maxout_lower
 from ._constructions import maxout_fold_pieces, product_maxout, product_maxout_regions
 
@@ -62,11 +62,6 @@ def _block(d: int, heads=None, ffn=None) -> Block:
     Wq, Wk, Wv, Wo = heads if heads is not None else (np.zeros((0, d, 1)),) * 3 + (np.zeros((0, 1, d)),)
     W1, b1, W2, b2 = ffn if ffn is not None else (np.zeros((0, d)), np.zeros(0), np.zeros((d, 0)), np.zeros(d))
     return Block(Wq=Wq, Wk=Wk, Wv=Wv, Wo=Wo, W1=W1, b1=b1, W2=W2, b2=b2)
-
-
-def identity_block(d: int) -> Block:
-    """A block that changes nothing: no heads, an empty FFN, zero bias."""
-    return _block(d)
 
 
 class _FFN:
@@ -224,18 +219,8 @@ def bound_attaining_transformer(m: int, T: int, q: int, D: int, layout: str = "p
     net = product_maxout(widths, q, T, seed=seed)
     lo, hi = np.full(q, -1.0), np.full(q, 2.0)
     tf = compile_maxout(net, lo, hi, layout)
-    if layout == "paper" and tf.depth < D:
-        pad = tuple(identity_block(tf.d_model) for _ in range(D - tf.depth))
-        tf = Transformer(
-            E=tf.E,
-            P=tf.P,
-            blocks=tf.blocks + pad,
-            readout_W=tf.readout_W,
-            readout_b=tf.readout_b,
-            attention=tf.attention,
-            readout_token=tf.readout_token,
-            valid_box=tf.valid_box,
-        )
+    if layout == "paper":
+        tf = pad_to_depth(tf, D)
     p = (m * T) // q
     info = {
         "m": m,

@@ -205,3 +205,35 @@ def test_relu_attention_is_spline_pieces(capsys, tmp_path):
     assert code == 0 and json.loads(out)["kind"] == "spline pieces"
     code, out, _ = run(capsys, "count", str(path), "--method", "line")
     assert "linear region" not in out
+
+
+def test_build_constructions_count_to_their_formulas(capsys, tmp_path):
+    from regioncount.theory import maxout_lower, relu_lower_serra
+
+    path = tmp_path / "p.npz"
+    assert run(capsys, "build", "product-relu", "--widths", "6,3", "--out", str(path))[0] == 0
+    _, out, _ = run(capsys, "count", str(path), "--box", "-1", "2", "--json")
+    assert json.loads(out)["regions"] == relu_lower_serra([6, 3], 2)
+    assert run(capsys, "build", "product-maxout", "--widths", "4,2", "--k", "3", "--out", str(path))[0] == 0
+    _, out, _ = run(capsys, "count", str(path), "--box", "-1", "2", "--json")
+    assert json.loads(out)["regions"] == maxout_lower([4, 2], 2, 3)
+    compiled = tmp_path / "c.npz"
+    assert run(capsys, "build", "compile", str(path), "--out", str(compiled), "--layout", "compact")[0] == 0
+    _, out, _ = run(capsys, "count", str(compiled), "--box", "-1", "2", "--json")
+    assert json.loads(out)["regions"] == maxout_lower([4, 2], 2, 3)
+    code, _, err = run(capsys, "count", str(compiled), "--box", "-2", "2")
+    assert code == 1 and "compiled for the box" in _one_error_line(err)
+    fold = tmp_path / "f.npz"
+    assert run(capsys, "build", "fold-relu", "--widths", "3,4", "--out", str(fold))[0] == 0
+    _, out, _ = run(capsys, "count", str(fold), "--box", "0", "1", "--json")
+    assert json.loads(out)["regions"] == 4 * 5
+
+
+def test_build_construction_errors(capsys, tmp_path):
+    code, _, err = run(capsys, "build", "fold-relu", "--widths", "2", "--out", str(tmp_path / "x.npz"))
+    assert code == 1 and "n >= 3" in _one_error_line(err)
+    mlp = tmp_path / "m.npz"
+    run(capsys, "build", "random-mlp", "--out", str(mlp))
+    code, _, err = run(capsys, "build", "compile", str(mlp), "--out", str(tmp_path / "y.npz"))
+    assert code == 1 and "Maxout" in _one_error_line(err)
+    assert not (tmp_path / "x.npz").exists() and not (tmp_path / "y.npz").exists()

@@ -302,6 +302,128 @@ def build_random_transformer(
     )
 
 
+@build_app.command("fold-relu")
+def build_fold_relu(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    widths: Annotated[
+        str, typer.Option(help="Widths n_l >= 3, comma-separated: prod (n_l + 1) pieces on [0, 1].")
+    ] = "4,4",
+):
+    """The ReLU fold on R composed over layers (DESIGN §5): exactly prod (n_l + 1) pieces on [0, 1]."""
+    from regioncount.theory import fold_relu_network
+
+    w = _widths(widths)
+    guarded(lambda: _save(_theory_call(fold_relu_network, w), out))
+
+
+@build_app.command("fold-maxout")
+def build_fold_maxout(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    widths: Annotated[str, typer.Option(help="Units per layer, comma-separated (even when k >= 3).")] = "2,2",
+    k: Annotated[int, typer.Option(help="Maxout rank.")] = 3,
+):
+    """The Maxout fold on R composed over layers (DESIGN §5): prod (n_l (k-1) + 1) pieces on [0, 1]."""
+    from regioncount.theory import fold_maxout_network
+
+    w = _widths(widths)
+    guarded(lambda: _save(_theory_call(fold_maxout_network, w, k), out))
+
+
+@build_app.command("product-relu")
+def build_product_relu(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    widths: Annotated[
+        str, typer.Option(help="Widths, comma-separated; floor(n_l / n0) >= 3 for hidden layers.")
+    ] = "6,3",
+    n0: Annotated[int, typer.Option(help="Input dimension.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed for the last layer's general-position forms.")] = 0,
+):
+    """ReLU product construction in R^n0 attaining Serra et al.'s lower bound on [-1, 2]^n0."""
+    from regioncount.theory import product_relu
+
+    w = _widths(widths)
+    guarded(lambda: _save(_theory_call(product_relu, w, n0, seed=seed), out))
+
+
+@build_app.command("product-maxout")
+def build_product_maxout(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    widths: Annotated[str, typer.Option(help="Widths, comma-separated.")] = "4,2",
+    n0: Annotated[int, typer.Option(help="Input dimension.")] = 2,
+    k: Annotated[int, typer.Option(help="Maxout rank.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed for the last layer's general-position forms.")] = 0,
+):
+    """Maxout product construction in R^n0 attaining the maxout lower bound on [-1, 2]^n0 (even floor(n_l/n0) or k = 2)."""
+    from regioncount.theory import product_maxout
+
+    w = _widths(widths)
+    guarded(lambda: _save(_theory_call(product_maxout, w, n0, k, seed=seed), out))
+
+
+@build_app.command("compile")
+def build_compile(
+    model: Annotated[Path, typer.Argument(help="A Maxout model file (.npz).")],
+    out: Annotated[Path, typer.Option(help="Output .npz file for the hardmax Transformer.")],
+    box: Annotated[tuple[float, float], typer.Option(help="LO HI: the box the compiled model must be exact on.")] = (
+        -1.0,
+        2.0,
+    ),
+    layout: Annotated[
+        str, typer.Option(help="paper: 3 blocks per maxout layer (Thm 4.4's count); compact: L + 1 blocks.")
+    ] = "paper",
+):
+    """Compile a Maxout network into a hardmax Transformer that equals it on the box (DESIGN §5)."""
+    from regioncount import Maxout
+    from regioncount.theory import compile_maxout
+
+    if layout not in ("paper", "compact"):
+        fail(f"--layout must be paper or compact, got {layout!r}", 2)
+    if box[0] >= box[1]:
+        fail(f"LO must be below HI, got LO={box[0]}, HI={box[1]}", 2)
+
+    def run():
+        net = load_model(model)
+        if not isinstance(net, Maxout):
+            raise RegionCountError(f"{model}: holds a {type(net).__name__}, compile takes a Maxout network")
+        _save(compile_maxout(net, box[0], box[1], layout), out)
+
+    guarded(run)
+
+
+@build_app.command("bound-transformer")
+def build_bound_transformer(
+    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    m: Annotated[int, typer.Option("--m", help="Per-token width m.")] = 1,
+    tokens: Annotated[int, typer.Option("--T", help="Tokens T (maxout rank).")] = 4,
+    q: Annotated[int, typer.Option("--q", help="Input dimension q.")] = 2,
+    depth: Annotated[int, typer.Option("--D", help="Blocks D >= 3.")] = 9,
+    layout: Annotated[str, typer.Option(help="paper (D blocks) or compact (floor(D/3) + 1 blocks).")] = "paper",
+):
+    """The hardmax Transformer attaining Thm 4.4 (Gu, Yang, Zhou 2026) on [-1, 2]^q where the construction can."""
+    from regioncount.theory import bound_attaining_transformer
+
+    if layout not in ("paper", "compact"):
+        fail(f"--layout must be paper or compact, got {layout!r}", 2)
+
+    def run():
+        tf, info = _theory_call(bound_attaining_transformer, m, tokens, q, depth, layout)
+        _save(tf, out)
+        note = (
+            "" if info["attainable"] else " (floor(mT/q) odd with T >= 3: this construction falls short of the bound)"
+        )
+        print(f"Thm 4.4 bound {info['bound']:,}; this construction has {info['construction_regions']:,} regions{note}")
+
+    guarded(run)
+
+
+def _theory_call(fn, *args, **kwargs):
+    """Call a construction; its ValueErrors (invalid parameters) become one-line errors."""
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as e:
+        raise RegionCountError(str(e)) from None
+
+
 @app.command()
 def scan(
     depth: Annotated[int, typer.Option(help="Largest depth D (blocks); rows for D = 1..depth.")] = 9,

@@ -251,11 +251,12 @@ def test_pieces_agree_with_forward(name):
     np.testing.assert_array_equal(C[:n_in], r.codes[piece])
     np.testing.assert_array_equal(ties[:n_in], r.piece_ties[piece])
     scale = np.abs(Y).max()
-    if r.kind == "linear":
-        # the affine map of each piece, in global t: y = c0 + c1 t
-        y = r.output[piece, :, 0] + r.output[piece, :, 1] * t_in[:, None]
-        np.testing.assert_allclose(y, Y[:n_in], rtol=0, atol=1e-9 * scale)
+    # the polynomial of each piece in global t (affine for kind "linear": y = c0 + c1 t)
+    assert r.output.shape == (r.activation_pieces, Y.shape[1], r.degree + 1)
+    y = np.polynomial.polynomial.polyval(t_in[:, None], r.output[piece].transpose(2, 0, 1), tensor=False)
+    np.testing.assert_allclose(y, Y[:n_in], rtol=0, atol=1e-9 * scale)
     np.testing.assert_allclose(r.evaluate(t_in), Y[:n_in], rtol=0, atol=1e-9 * scale)
+    assert r.degree == (3 ** int(name[-1]) if name.startswith("relu_att") else 1)
 
     Cg = C[n_in:]
     runs = 1 + int(np.count_nonzero(np.any(Cg[1:] != Cg[:-1], axis=1)))

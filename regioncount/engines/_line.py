@@ -665,16 +665,20 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     with np.errstate(over="ignore", invalid="ignore"):
         glob = _reexpand(local, -m / h, 1.0 / h)
     codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
-    breaks = np.append(st.lo, st.hi[-1])
+    arrays = {
+        "breaks": np.append(st.lo, st.hi[-1]),
+        "codes": codes.astype(np.int32),
+        "output": glob.transpose(0, 2, 1).copy(),
+        "local_output": local.transpose(0, 2, 1).copy(),
+        "piece_ties": st.ties,
+        "same_polynomial": _same_polynomials(st.lo, st.hi, local),
+    }
+    for a in arrays.values():
+        a.setflags(write=False)
     return LinePieces(
         segment=seg,
-        breaks=breaks,
-        codes=codes.astype(np.int32),
-        output=glob.transpose(0, 2, 1),
-        local_output=local.transpose(0, 2, 1),
         kind="linear" if is_piecewise_linear(program) else "spline",
         degree=degree,
         ties=int(np.count_nonzero(st.ties)),
-        piece_ties=st.ties,
-        same_polynomial=_same_polynomials(st.lo, st.hi, local),
+        **arrays,
     )

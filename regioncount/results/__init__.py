@@ -1,0 +1,3 @@
+"""Result types: the exact 2D partition with codes, polygons, affine maps and adjacency graph."""
+
+from ._partition import Partition as Partition

@@ -51,6 +51,8 @@ CURV_TOL = 1e-9
 _CHUNK = 1 << 18
 #: Edge tags 0..3 are the domain's sides; tags of cuts start here.
 _FIRST_TAG = 4
+#: Regions per batch once a partition grows past it (bounds the engine's working memory).
+BATCH = 1 << 15
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,55 +87,58 @@ def _discs(V: np.ndarray, nv: np.ndarray):
     return ctr, rad
 
 
-def _crossings(V: np.ndarray, s: np.ndarray, sg: np.ndarray):
-    """Crossing points of every edge ``j -> j+1`` (``j < M-1``) whose ends have strictly opposite signs.
+def _cut(V, nv, s, sg, tag, newtag, sides=(1, -1)):
+    """The parts ``side * s >= 0`` of padded polygons, for each side in ``sides``.
 
-    The point is interpolated from the positive end towards the negative one, so the two polygons
-    that share an edge compute bitwise the same point. Returns ``X (N, M-1, 2)``, ``cross (N, M-1)``
-    bool and the signs of the edges' second ends ``(N, M-1)``.
+    ``V (N, M, 2)``, counts ``nv``, vertex values ``s`` and snapped signs ``sg`` ``(N, M)``, edge tags
+    ``(N, M)`` (tag ``j`` is the edge from vertex ``j`` to ``j+1``), ``newtag (N,)`` for the cut. Each part
+    keeps its vertices on that side (in order) and gains the crossing points of the edges whose ends have
+    strictly opposite signs; an edge keeps its tag, the new edge along the cut gets ``newtag``. A crossing
+    point is interpolated from the positive end towards the negative one, so two polygons sharing an edge
+    compute bitwise the same point. Returns a list of ``(V (N, Mo, 2), counts (N,), tags (N, Mo))``.
     """
-    Va, Vb = V[:, :-1], V[:, 1:]
-    sa, sb = s[:, :-1], s[:, 1:]
-    ga, gb = sg[:, :-1], sg[:, 1:]
-    cross = (ga.astype(np.int16) * gb) < 0
-    first = ga > 0
-    Pp = np.where(first[..., None], Va, Vb)
-    Pm = np.where(first[..., None], Vb, Va)
-    sp = np.where(first, sa, sb)
-    sm = np.where(first, sb, sa)
-    t = np.where(cross, sp / np.where(cross, sp - sm, 1.0), 0.0)
-    return Pp + t[..., None] * (Pm - Pp), cross, gb
-
-
-def _assemble(V, nv, sg, sgn, X, cross, tag, newtag, side: int):
-    """The part ``side * s >= 0`` of each polygon: its vertices there plus the crossing points, in order.
-
-    Returns padded ``(N, Mo, 2)`` vertices (at least one trailing padding slot), counts ``(N,)`` and edge
-    tags ``(N, Mo)``; an edge keeps its tag, the new edge along the cut gets ``newtag`` (one per polygon).
-    """
-    N, E = cross.shape
-    g = sg[:, :E]
+    N, M = sg.shape
+    E = M - 1  # the last slot is always padding
+    ga, gb = sg[:, :E], sg[:, 1:]
+    cross = (ga * gb) < 0
+    # flat indices: (N, E) for edge masks, (N, M) for vertex arrays
+    fc = np.flatnonzero(cross)
+    ri = fc // E
+    fa = fc + ri  # start vertex of each crossing edge, in (N, M)
+    Vf, sf, gf, tf = V.reshape(-1, 2), s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
+    pos_first = (gf[fa] > 0)[:, None]
+    Pa, Pb = Vf[fa], Vf[fa + 1]
+    sa, sb = sf[fa][:, None], sf[fa + 1][:, None]
+    Pp, Pm = np.where(pos_first, Pa, Pb), np.where(pos_first, Pb, Pa)
+    sp, sm = np.where(pos_first, sa, sb), np.where(pos_first, sb, sa)
+    X = Pp + (sp / (sp - sm)) * (Pm - Pp)
+    g_next = gf[fa + 1]
     valid = np.arange(E) < nv[:, None]
-    ssg, ssgn = g * np.int8(side), sgn * np.int8(side)
-    ev = valid & (ssg >= 0)
-    cnt = ev.astype(np.int64) + cross
-    off = np.cumsum(cnt, axis=1) - cnt
-    n_out = cnt.sum(axis=1)
-    Mo = int(n_out.max(initial=0)) + 1
-    out = np.empty((N, Mo, 2))
-    otag = np.full((N, Mo), -1, np.int64)
-    leaves = ssgn < 0
-    ri, ji = np.nonzero(ev)
-    k = off[ri, ji]
-    out[ri, k] = V[ri, ji]
-    otag[ri, k] = np.where(leaves & (g == 0), newtag[:, None], tag[:, :E])[ri, ji]
-    ri, ji = np.nonzero(cross)
-    k = off[ri, ji] + ev[ri, ji]
-    out[ri, k] = X[ri, ji]
-    otag[ri, k] = np.where(leaves, newtag[:, None], tag[:, :E])[ri, ji]
-    pad = np.arange(Mo) >= n_out[:, None]
-    out = np.where(pad[..., None], out[:, :1], out)
-    return out, n_out, otag
+    out = []
+    for side in sides:
+        sd = np.int8(side)
+        ev = valid & (ga * sd >= 0)
+        cnt = ev.astype(np.int64) + cross
+        off = (np.cumsum(cnt, axis=1) - cnt).reshape(-1)
+        n_out = cnt.sum(axis=1)
+        Mo = int(n_out.max(initial=0)) + 1
+        Vo = np.empty((N * Mo, 2))
+        To = np.full(N * Mo, -1, np.int64)
+        fv = np.flatnonzero(ev)
+        vi = fv // E
+        fm = fv + vi
+        dest = vi * Mo + off[fv]
+        Vo[dest] = Vf[fm]
+        # a vertex on the cut whose next vertex is on the other side starts the new edge
+        starts_cut = (gf[fm] == 0) & (gf[fm + 1] * sd < 0)
+        To[dest] = np.where(starts_cut, newtag[vi], tf[fm])
+        dest = ri * Mo + off[fc] + ev.reshape(-1)[fc]
+        Vo[dest] = X
+        To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
+        Vo = Vo.reshape(N, Mo, 2)
+        Vo = np.where((np.arange(Mo) >= n_out[:, None])[..., None], Vo[:, :1], Vo)
+        out.append((Vo, n_out, To.reshape(N, Mo)))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -145,14 +150,24 @@ class _Store:
     always padding), counts ``nv``, edge tags, enclosing discs, the op-start parent ``anc`` and per-op
     columns (``extra``), all growing together."""
 
-    def __init__(self, V, nv, tag, max_regions):
+    def __init__(self, V, nv, tag, cap_check):
         self.V, self.nv, self.tag = V, nv, tag
         self.cen, self.rad = _discs(V, nv)
         self.n = V.shape[0]
         self.anc = np.arange(self.V.shape[0])
         self.extra: dict[str, np.ndarray] = {}
-        self.max_regions = max_regions
-        self.next_tag = int(tag.max(initial=_FIRST_TAG - 1)) + 1
+        self.cap_check = cap_check
+
+    def subset(self, lo: int, hi: int) -> _Store:
+        """A new store holding copies of rows ``lo:hi``."""
+        st = _Store.__new__(_Store)
+        st.V, st.nv, st.tag = self.V[lo:hi].copy(), self.nv[lo:hi].copy(), self.tag[lo:hi].copy()
+        st.cen, st.rad = self.cen[lo:hi].copy(), self.rad[lo:hi].copy()
+        st.n = hi - lo
+        st.anc = np.arange(st.n)
+        st.extra = {}
+        st.cap_check = self.cap_check
+        return st
 
     @property
     def M(self) -> int:
@@ -162,15 +177,20 @@ class _Store:
         self.anc = np.arange(self.V.shape[0])
         self.extra = {}
 
-    def take_tags(self, count: int) -> int:
-        base = self.next_tag
-        self.next_tag += int(count)
-        return base
+    def sort_by_parent(self):
+        """Reorder the regions so that the descendants of each op-start parent are contiguous, in parent
+        order: later ops then work on parents in chunks that map to contiguous runs of regions."""
+        n = self.n
+        order = np.argsort(self.anc[:n], kind="stable")
+        for name in ("V", "nv", "tag", "cen", "rad", "anc"):
+            a = getattr(self, name)
+            a[:n] = a[:n][order]
+        for a in self.extra.values():
+            a[:n] = a[:n][order]
 
     def _widen(self, M: int):
         if M <= self.M:
             return
-        M = max(M, self.M + 4)
         cap = self.V.shape[0]
         V = np.empty((cap, M, 2))
         V[:, : self.M] = self.V
@@ -179,37 +199,28 @@ class _Store:
         tag[:, : self.M] = self.tag
         self.V, self.tag = V, tag
 
-    def _fit(self, Vc, tagc):
-        """Pad a batch ``(N, Mc, 2)`` to the store's width (first vertex repeated)."""
+    def _write(self, rows, Vc, nvc, tagc):
         Mc = Vc.shape[1]
         self._widen(Mc)
-        if Mc == self.M:
-            return Vc, tagc
-        V = np.empty((Vc.shape[0], self.M, 2))
-        V[:, :Mc] = Vc
-        V[:, Mc:] = Vc[:, :1]
-        tag = np.full((Vc.shape[0], self.M), -1, np.int64)
-        tag[:, :Mc] = tagc
-        return V, tag
+        self.V[rows, :Mc] = Vc
+        self.tag[rows, :Mc] = tagc
+        if Mc < self.M:
+            self.V[rows, Mc:] = Vc[:, :1]
+            self.tag[rows, Mc:] = -1
+        self.nv[rows] = nvc
+        self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
 
     def set_rows(self, rows, Vc, nvc, tagc):
-        Vc, tagc = self._fit(Vc, tagc)
-        self.V[rows], self.nv[rows], self.tag[rows] = Vc, nvc, tagc
-        self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
+        self._write(rows, Vc, nvc, tagc)
 
     def append(self, Vc, nvc, tagc, src_rows) -> np.ndarray:
         """Append polygons whose parent (and per-op columns) are copied from ``src_rows``; returns their rows."""
         m = Vc.shape[0]
-        if self.max_regions is not None and self.n + m > self.max_regions:
-            raise MemoryCapError(
-                f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "
-                "domain, or count with --method sample"
-            )
-        Vc, tagc = self._fit(Vc, tagc)
+        self.cap_check(self.n + m)
         need = self.n + m
         cap = self.V.shape[0]
         if need > cap:
-            new = max(need, 2 * cap, 64)
+            new = max(need, cap + cap // 2, 64)
             self.V = _grow(self.V, new)
             self.nv = _grow(self.nv, new)
             self.tag = _grow(self.tag, new)
@@ -218,14 +229,13 @@ class _Store:
             self.anc = _grow(self.anc, new)
             for k, v in self.extra.items():
                 self.extra[k] = _grow(v, new)
-        rows = np.arange(self.n, need)
-        self.V[rows], self.nv[rows], self.tag[rows] = Vc, nvc, tagc
-        self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
+        rows = slice(self.n, need)
+        self._write(rows, Vc, nvc, tagc)
         self.anc[rows] = self.anc[src_rows]
         for v in self.extra.values():
             v[rows] = v[src_rows]
         self.n = need
-        return rows
+        return np.arange(need - m, need)
 
     def add_extra(self, name: str, arr: np.ndarray):
         cap = self.V.shape[0]
@@ -329,9 +339,15 @@ def _affine(A, op: Affine, hb: np.ndarray):
         if r.size * 8 < A.n * T * d:
             # Children differ from their parent's shared mask only on the parent's crossing units: one
             # product per parent, then a rank-1 correction per (child, crossing unit that is on).
-            P0 = np.empty((R0, 3, T, d_out))
-            _matmul_rows(A.base * A.fixed.reshape(R0, 1, T, d), W, P0)
-            out = P0[A.parent]
+            # parents are sorted (see _Store.sort_by_parent): a chunk of parents is a run of children
+            out = np.empty((A.n, 3, T, d_out))
+            step = max(1, _CHUNK // (3 * T * max(d, d_out)))
+            cuts = np.searchsorted(A.parent, np.arange(0, R0 + step, step))
+            for k, plo in enumerate(range(0, R0, step)):
+                x = A.base[plo : plo + step] * A.fixed[plo : plo + step].reshape(-1, 1, T, d)
+                P0 = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
+                lo, hi = cuts[k], cuts[k + 1]
+                out[lo:hi] = P0[A.parent[lo:hi] - plo]
             t, dj = j // d, j % d
             key = r * T + t
             new = np.r_[True, key[1:] != key[:-1]]
@@ -362,17 +378,120 @@ def _affine(A, op: Affine, hb: np.ndarray):
 # the engine
 
 
+@dataclasses.dataclass
+class _Piece:
+    """A finished batch of regions, flattened: normalised vertices, counts, edge tags, areas, output maps
+    ``(R, 3, out)`` in normalised coordinates, and code blocks."""
+
+    verts: np.ndarray
+    nv: np.ndarray
+    tags: np.ndarray
+    areas: np.ndarray
+    maps: np.ndarray
+    blocks: list
+
+
+def _leaves(op) -> int:
+    return sum(_leaves(o) for o in op.body) if isinstance(op, Residual) else 1
+
+
+def _splits(ops) -> bool:
+    return any(_splits(o.body) if isinstance(o, Residual) else not isinstance(o, Affine) for o in ops)
+
+
+def _take_rows(A, lo: int, hi: int):
+    """Rows ``lo:hi`` of the maps (a lazy ReLU output keeps only the parents those rows need)."""
+    if not isinstance(A, _Masked):
+        return A[lo:hi]
+    plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1
+    return _Masked(A.base[plo:phi], A.parent[lo:hi] - plo, A.bits[lo:hi], A.fixed[plo:phi], A.cross[plo:phi])
+
+
 class _Engine:
-    def __init__(self, program: Program, st: _Store, area_atol: float, progress, total: int):
+    """Applies a program's ops to a store of regions. Once a store holds more than ``batch`` regions at a
+    top-level op boundary, the rest of the program runs on row batches one after the other, so the working
+    set (maps are ``3 T d`` floats per region) stays bounded while finished regions are kept flat."""
+
+    def __init__(self, program: Program, st: _Store, area_atol: float, progress, max_regions, batch: int):
         self.program = program
+        self.total = len(walk_widths(program))
         self.st = st
         self.area_atol = area_atol
         self.blocks: list = []
         self.progress = progress
-        self.done = 0
-        self.total = total
+        self.max_regions = max_regions
+        self.batch = batch
+        self.next_tag = _FIRST_TAG
+        self.finished = 0  # regions in finished pieces
+        self.pending = 0  # regions in batches not yet started
+        self._pos = 0.0  # progress, in leaf ops
+        self._step = 1.0
+        self._shown = 0
+        st.cap_check = self.cap_check
+
+    def take_tags(self, count: int) -> int:
+        base = self.next_tag
+        self.next_tag += int(count)
+        return base
+
+    def cap_check(self, n_current: int):
+        if self.max_regions is not None and self.finished + self.pending + n_current > self.max_regions:
+            raise MemoryCapError(
+                f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "
+                "domain, or count with --method sample"
+            )
+
+    def _tick(self):
+        self._pos += self._step
+        shown = int(np.floor(self._pos + 1e-9))
+        if self.progress is not None and shown > self._shown:
+            self._shown = shown
+            self.progress(shown, self.total)
 
     # -- driver --------------------------------------------------------------------------------------
+
+    def solve(self, ops, A, hb, span: float) -> list[_Piece]:
+        """Apply the top-level ``ops`` to the current store (advancing progress by ``span`` leaf ops)."""
+        leaves = [_leaves(op) for op in ops]
+        unit = span / max(1, sum(leaves))
+        for k, op in enumerate(ops):
+            if self.st.n > self.batch and _splits(ops[k:]):
+                return self._batched(ops[k:], A, hb, unit * sum(leaves[k:]))
+            self._step = unit
+            A, hb, _ = self.run([op], A, hb)
+        return [self._finish(A)]
+
+    def _batched(self, ops, A, hb, span: float) -> list[_Piece]:
+        st, blocks = self.st, self.blocks
+        n = st.n
+        nb = -(-n // self.batch)
+        cuts = np.linspace(0, n, nb + 1).astype(np.int64)
+        self.pending += n
+        pieces: list[_Piece] = []
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            self.pending -= hi - lo
+            self.st = st.subset(lo, hi)
+            self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
+            pieces += self.solve(ops, _take_rows(A, lo, hi), hb, span / nb)
+        return pieces
+
+    def _finish(self, A) -> _Piece:
+        st = self.st
+        R = st.n
+        A = _materialise(A)
+        nv = st.nv[:R].copy()
+        valid = np.arange(st.M) < nv[:, None]
+        piece = _Piece(
+            st.V[:R][valid],
+            nv,
+            st.tag[:R][valid],
+            _areas(st.V[:R]),
+            np.ascontiguousarray(A[:, :, self.program.out_token, :]),
+            [(kind, w, a.copy()) for kind, w, a in self.blocks],
+        )
+        self.finished += R
+        self.st = None
+        return piece
 
     def run(self, ops, A, hb):
         """Apply ``ops``; returns maps, magnitude bound and the parent of each region at entry."""
@@ -388,9 +507,7 @@ class _Engine:
                 if par is not None:
                     self.blocks = [(kind, w, arr[par]) for kind, w, arr in self.blocks]
                 self.blocks += new
-                self.done += 1
-                if self.progress is not None:
-                    self.progress(self.done, self.total)
+                self._tick()
             if par is not None:
                 chain = chain[par]
         return A, hb, chain
@@ -430,13 +547,14 @@ class _Engine:
         cnt = np.bincount(pp, minlength=R0)
         first = np.zeros(R0 + 1, np.int64)
         np.cumsum(cnt, out=first[1:])
-        tag0 = st.take_tags(R0 * D)
+        tag0 = self.take_tags(R0 * D)
         for t in range(int(cnt.max(initial=0))):
             anc = st.anc[: st.n]
             cand = np.flatnonzero(cnt[anc] > t)
             par = anc[cand]
             j = jj[first[par] + t]
             self._relu_round(cand, Af[par, :, j], tol[j], j, tag0 + par * D + j)
+        st.sort_by_parent()
         bits = st.extra["bits"][: st.n]
         return _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross), ("bits", D, bits)
 
@@ -484,7 +602,9 @@ class _Engine:
         one = sc > reach
         near = np.flatnonzero(np.abs(sc) <= reach)
         rows_n = cand[near]
-        V = st.V[rows_n]
+        # only as many slots as the widest of these polygons needs (the rest repeat the first vertex)
+        Mloc = int(st.nv[rows_n].max(initial=2)) + 1
+        V = st.V[rows_n, :Mloc]
         s = _eval(V, w[near])
         sg = _signs(s, tol[near, None])
         haspos = np.any(sg > 0, axis=1)
@@ -493,11 +613,8 @@ class _Engine:
         idx = np.flatnonzero(split)
         if idx.size:
             rows = rows_n[idx]
-            X, cross, sgn = _crossings(V[idx], s[idx], sg[idx])
-            nv, tg = st.nv[rows], st.tag[rows]
-            nt = newtag[near[idx]]
-            Vp, np_, tp = _assemble(V[idx], nv, sg[idx], sgn, X, cross, tg, nt, +1)
-            Vm, nm, tm = _assemble(V[idx], nv, sg[idx], sgn, X, cross, tg, nt, -1)
+            nv, tg = st.nv[rows], st.tag[rows][:, :Mloc]
+            (Vp, np_, tp), (Vm, nm, tm) = _cut(V[idx], nv, s[idx], sg[idx], tg, newtag[near[idx]])
             ap, am = _areas(Vp), _areas(Vm)
             ok = np.minimum(ap, am) >= self.area_atol
             # a sliver is not a region: keep the polygon whole, on its larger side
@@ -556,7 +673,7 @@ class _Engine:
             return
         Rc = cand.size
         par = anc[cand]
-        base = st.take_tags(R0 * k * (k - 1) // 2)
+        base = self.take_tags(R0 * k * (k - 1) // 2)
         owner = np.repeat(np.arange(Rc), k)
         r = np.tile(np.arange(k), Rc)
         keep = act_u[par[owner], r]
@@ -581,8 +698,7 @@ class _Engine:
                 a, b = np.minimum(r, j)[clip], np.maximum(r, j)[clip]
                 pair = b * (b - 1) // 2 + a
                 newtag = base + pair * R0 + pj[clip]
-                X, cross, sgn = _crossings(V[clip], s[clip], sg[clip])
-                Vc, nc, tc = _assemble(V[clip], nv[clip], sg[clip], sgn, X, cross, tg[clip], newtag, +1)
+                ((Vc, nc, tc),) = _cut(V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag, sides=(1,))
                 Mn = max(V.shape[1], Vc.shape[1])
                 V, tg = _pad(V, Mn), _pad_tags(tg, Mn)
                 Vc, tc = _pad(Vc, Mn), _pad_tags(tc, Mn)
@@ -625,6 +741,7 @@ class _Engine:
         st.add_extra("digits", np.maximum(win, 0).astype(dt))
         for u in np.flatnonzero(np.any(win < 0, axis=0)):
             self._argmax_unit(int(u), F[:, u], tol[:, u], act[:, u], win[:, u], R0)
+        st.sort_by_parent()
         digits = st.extra["digits"][: st.n]
         anc = st.anc[: st.n]
         Fg = A.reshape(R0, 3, T, n, k)[anc]
@@ -668,6 +785,7 @@ class _Engine:
         st.add_extra("digits", np.maximum(win, 0).astype(dt))
         for u in np.flatnonzero(np.any(win < 0, axis=0)):
             self._argmax_unit(int(u), F[:, u], tol[:, u], act[:, u], win[:, u], R0)
+        st.sort_by_parent()
         digits = st.extra["digits"][: st.n].astype(np.int64)
         anc = st.anc[: st.n]
         R = st.n
@@ -831,22 +949,21 @@ def partition_plane(
     A[0, 2] = x0n
     hb = np.broadcast_to(np.abs(Vn).sum(axis=1) + np.abs(x0n), (T, program.input_dim)).copy()
     square = np.array([[[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]]])
-    st = _Store(square, np.array([4]), np.array([[0, 1, 2, 3, -1]], np.int64), max_regions)
-    total = len(walk_widths(program))
-    eng = _Engine(program, st, 4.0 * area_tol, progress, total)
-    A, _, _ = eng.run(program.ops, A, hb)
-    A = _materialise(A)
-    R = st.n
-    nv = st.nv[:R]
-    valid = np.arange(st.M) < nv[:, None]
-    verts = c + h * st.V[:R][valid]
-    tags = st.tag[:R][valid]
-    offsets = np.zeros(R + 1, np.int64)
+    st = _Store(square, np.array([4]), np.array([[0, 1, 2, 3, -1]], np.int64), None)
+    eng = _Engine(program, st, 4.0 * area_tol, progress, max_regions, BATCH)
+    pieces = eng.solve(program.ops, A, hb, float(eng.total))
+    nv = np.concatenate([p.nv for p in pieces])
+    offsets = np.zeros(nv.size + 1, np.int64)
     np.cumsum(nv, out=offsets[1:])
-    areas = _areas(st.V[:R]) * (h[0] * h[1])
-    Mn = A[:, :, program.out_token, :].transpose(0, 2, 1)  # (R, out, 3) in u'
+    verts = c + h * np.concatenate([p.verts for p in pieces])
+    tags = np.concatenate([p.tags for p in pieces])
+    areas = np.concatenate([p.areas for p in pieces]) * (h[0] * h[1])
+    Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, 3) in u'
     maps = np.empty_like(Mn)
     maps[..., 0] = Mn[..., 0] / h[0]
     maps[..., 1] = Mn[..., 1] / h[1]
     maps[..., 2] = Mn[..., 2] - Mn[..., 0] * c[0] / h[0] - Mn[..., 1] * c[1] / h[1]
-    return Partition(domain, verts, offsets, maps, areas, eng.blocks, edge_tags=tags)
+    blocks = [
+        (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
+    ]
+    return Partition(domain, verts, offsets, maps, areas, blocks, edge_tags=tags)

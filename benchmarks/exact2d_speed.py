@@ -1,0 +1,104 @@
+"""Exact 2D counting speed of the ``plane`` engine (DESIGN §7).
+
+2-input ReLU MLPs with PyTorch's default init (``random_mlp(..., init="torch")``) on the box [-2, 2]^2.
+For each network: regions, seconds (best of ``--repeat`` runs after one warm-up run), regions per second,
+the peak of traced allocations during a run (``tracemalloc``, which sees NumPy's buffers), the growth of
+the process's peak RSS, and the size of the resulting Partition.
+
+    python benchmarks/exact2d_speed.py                 # the table
+    python benchmarks/exact2d_speed.py --json          # one JSON object per line
+    python benchmarks/exact2d_speed.py --widths 256,256,256 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from regioncount import random_mlp
+from regioncount._domain import Box
+from regioncount.engines._plane import partition_plane
+
+CASES = [(32, 32, 32), (64, 64, 64), (128, 128, 128), (100, 100, 100, 100, 100)]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def measure(widths, seed: int, repeat: int, lo: float, hi: float) -> dict:
+    net = random_mlp(2, widths, seed=seed, init="torch")
+    box = Box(lo, hi, 2)
+    partition_plane(net, box)  # warm-up
+    times, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        part = partition_plane(net, box)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()
+    part = partition_plane(net, box)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    best = min(times)
+    return {
+        "widths": "x".join(map(str, widths)),
+        "regions": part.n_regions,
+        "seconds": round(best, 4),
+        "median_seconds": round(statistics.median(times), 4),
+        "cpu_seconds": round(min(cpu), 4),
+        "regions_per_s": round(part.n_regions / best),
+        "peak_traced_mb": round(peak / 2**20, 1),
+        "peak_rss_growth_mb": round((rss1 - rss0) / 1024, 1),
+        "partition_mb": round(part.nbytes / 2**20, 2),
+        "bytes_per_region_peak": round(peak / part.n_regions),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--widths", action="append", help="comma-separated hidden widths (repeatable); default: the set")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per network (best is reported)")
+    ap.add_argument("--box", type=float, nargs=2, default=(-2.0, 2.0), metavar=("LO", "HI"))
+    ap.add_argument("--json", action="store_true", help="print one JSON object per network")
+    args = ap.parse_args()
+    cases = [tuple(int(w) for w in s.split(",")) for s in args.widths] if args.widths else CASES
+    env = {
+        "nproc": os.cpu_count(),
+        "cpu": cpu_model(),
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "loadavg": os.getloadavg(),
+    }
+    rows = [measure(c, args.seed, args.repeat, *args.box) | {"seed": args.seed} for c in cases]
+    if args.json:
+        for r in rows:
+            print(json.dumps(r | {"machine": env}))
+        return
+    print(f"machine: {env['nproc']} CPUs, {env['cpu']}, numpy {env['numpy']}, load {env['loadavg']}")
+    head = ["widths", "regions", "seconds", "cpu_seconds", "regions_per_s", "peak_traced_mb", "peak_rss_growth_mb"]
+    print(" | ".join(f"{h:>18}" for h in head))
+    for r in rows:
+        print(" | ".join(f"{r[h]!s:>18}" for h in head))
+
+
+if __name__ == "__main__":
+    main()

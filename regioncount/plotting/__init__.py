@@ -1,3 +1,27 @@
-"""Figures (matplotlib, Agg). Functions return image bytes so callers can write files whole."""
+"""Figures (matplotlib, Agg). ``figure_*`` return ``(Figure, info)``; ``plot_*`` return image bytes, so callers
+write files whole; :func:`figure_bytes` renders a figure in png, svg or pdf."""
 
+from ._colour import PALETTE as PALETTE, greedy_colouring as greedy_colouring
 from ._depth import plot_scan as plot_scan
+from ._graph import (
+    figure_region_graph as figure_region_graph,
+    figure_region_stats as figure_region_stats,
+    plot_region_graph as plot_region_graph,
+    plot_region_stats as plot_region_stats,
+    region_stats as region_stats,
+)
+from ._line import figure_line as figure_line, plot_line as plot_line
+from ._output import FORMATS as FORMATS, figure_bytes as figure_bytes, format_of as format_of
+from ._regions import (
+    RegionSource as RegionSource,
+    SampledImage as SampledImage,
+    figure_compiled as figure_compiled,
+    figure_regions as figure_regions,
+    level_segments as level_segments,
+    plot_compiled as plot_compiled,
+    plot_regions as plot_regions,
+    region_colours as region_colours,
+    region_source as region_source,
+    sample_image as sample_image,
+    truncations as truncations,
+)

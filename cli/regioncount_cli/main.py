@@ -518,6 +518,12 @@ def scan_table(rows: list[dict], title: str) -> Table:
     return table
 
 
+from ._plot import plot, plot_line  # noqa: E402
+
+app.command("plot")(plot)
+app.command("plot-line")(plot_line)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: usage errors and library errors become one line on stderr, never a traceback."""
     try:

@@ -1,0 +1,245 @@
+"""``regioncount plot`` and ``regioncount plot-line``: parse, call regioncount.plotting, write files whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from regioncount._domain import Box, Segment, Slice
+from regioncount._errors import DomainError, RegionCountError
+from regioncount._io import load_model, write_atomic
+
+from ._common import dump_json, fail, guarded, parse_vector
+
+
+def _image_format(path: Path, option: str) -> str:
+    from regioncount.plotting import format_of
+
+    try:
+        return format_of(path)
+    except RegionCountError as e:
+        fail(f"{option}: {e}", 2)
+
+
+def _plane_domain(net, lo: float, hi: float, origin, dir1, dir2):
+    if origin is not None or dir1 is not None or dir2 is not None:
+        if None in (origin, dir1, dir2):
+            raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
+        return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
+    if net.input_dim != 2:
+        raise DomainError(
+            f"the model takes {net.input_dim} inputs: give a 2D slice with --origin, --dir1 and --dir2 to draw it"
+        )
+    return Box(lo, hi, 2)
+
+
+def plot(
+    model: Annotated[
+        Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Picture file; its suffix picks the format: .png, .svg or .pdf. A JSON file with the same stem "
+            "records the counts and what was drawn."
+        ),
+    ],
+    box: Annotated[
+        tuple[float, float],
+        typer.Option(help="LO HI: draw [LO, HI]^2 (a 2-input model), or [LO, HI]^2 in (u1, u2) for a slice."),
+    ] = (-1.0, 1.0),
+    origin: Annotated[
+        str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")
+    ] = None,
+    dir1: Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")] = None,
+    dir2: Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")] = None,
+    levels: Annotated[
+        int, typer.Option(help="Draw N level sets of output 0, evenly spaced over its range on the domain.")
+    ] = 0,
+    zero: Annotated[
+        bool, typer.Option("--zero", help="Draw the zero set of output 0 (the decision boundary).")
+    ] = False,
+    layers: Annotated[
+        bool,
+        typer.Option(
+            "--layers",
+            help="One panel per layer (MLP, Maxout) or block (Transformer): the partition of the network cut "
+            "after it. Level sets go on the last panel (the whole network).",
+        ),
+    ] = False,
+    sampled: Annotated[
+        bool,
+        typer.Option(
+            "--sampled",
+            help="Draw from a grid of sampled codes even where the exact partition is possible. Without it the "
+            "picture is exact where the plane engine can split the network and sampled (said in the title) "
+            "where boundaries are curved or there are more than --max-regions regions.",
+        ),
+    ] = False,
+    grid: Annotated[
+        int | None,
+        typer.Option(help="Force a sampled picture on an R x R grid (default for sampled pictures: 400)."),
+    ] = None,
+    linear: Annotated[
+        bool,
+        typer.Option(
+            "--linear",
+            help="Colour linear regions (neighbours with equal affine maps merged) instead of activation "
+            "regions; needs an exact partition of a piecewise-linear network.",
+        ),
+    ] = False,
+    max_regions: Annotated[
+        int, typer.Option(help="Exact partitions above this many regions are drawn from samples instead.")
+    ] = 200_000,
+    dpi: Annotated[int, typer.Option(help="Resolution of .png output (dots per inch).")] = 150,
+    stats: Annotated[
+        Path | None,
+        typer.Option(help="Also write histograms of region areas and vertices per region (.png/.svg/.pdf)."),
+    ] = None,
+    graph: Annotated[
+        Path | None,
+        typer.Option(help="Also draw the region graph at the region centroids (.png/.svg/.pdf; small partitions)."),
+    ] = None,
+    graphml: Annotated[
+        Path | None, typer.Option(help="Also write the region graph as GraphML (nodes: area, code; edges: neighbours).")
+    ] = None,
+):
+    """Draw the regions of a model on a 2D box or slice: neighbours never share a colour, boundaries drawn.
+
+    Exact (plane engine) where possible, else sampled and labelled so. --stats, --graph and --graphml need the exact partition. For the output along a segment use `regioncount plot-line`.
+    """  # noqa: E501  (one line per paragraph: --help rewraps it)
+    fmt = _image_format(out, "--out")
+    extra = {"stats": stats, "graph": graph}
+    extra_fmt = {k: _image_format(p, f"--{k}") for k, p in extra.items() if p is not None}
+    if graphml is not None and graphml.suffix.lower() != ".graphml":
+        fail(f"--graphml must end in .graphml, got {graphml}", 2)
+    if box[0] >= box[1]:
+        fail(f"LO must be below HI, got LO={box[0]:g}, HI={box[1]:g}", 2)
+    if levels < 0:
+        fail(f"--levels must be at least 0, got {levels}", 2)
+    if grid is not None and grid < 2:
+        fail(f"--grid must be at least 2, got {grid}", 2)
+    if dpi < 10:
+        fail(f"--dpi must be at least 10, got {dpi}", 2)
+    if max_regions < 1:
+        fail(f"--max-regions must be positive, got {max_regions}", 2)
+    need_exact = bool(extra_fmt) or graphml is not None
+    if need_exact and (sampled or grid is not None):
+        fail("--stats, --graph and --graphml need the exact partition: drop --sampled/--grid", 2)
+
+    def run():
+        from regioncount.plotting import (
+            figure_bytes,
+            figure_region_graph,
+            figure_region_stats,
+            figure_regions,
+            region_source,
+        )
+
+        net = load_model(model)
+        dom = _plane_domain(
+            net,
+            box[0],
+            box[1],
+            parse_vector(origin, "--origin"),
+            parse_vector(dir1, "--dir1"),
+            parse_vector(dir2, "--dir2"),
+        )
+        fig, info = figure_regions(
+            net,
+            dom,
+            linear=linear,
+            levels=levels,
+            zero=zero,
+            layers=layers,
+            sampled=sampled,
+            grid=grid,
+            max_regions=max_regions,
+        )
+        files = {out: figure_bytes(fig, fmt, dpi)}
+        part = None
+        if need_exact:
+            src = region_source(net, dom, max_regions=max_regions)
+            if not src.exact:
+                raise RegionCountError(
+                    f"--stats, --graph and --graphml need the exact partition, and this one is sampled ({src.reason})"
+                )
+            part = src.partition
+            if stats is not None:
+                f, info["stats"] = figure_region_stats(part)
+                files[stats] = figure_bytes(f, extra_fmt["stats"], dpi)
+            if graph is not None:
+                f, info["graph"] = figure_region_graph(part)
+                files[graph] = figure_bytes(f, extra_fmt["graph"], dpi)
+        return info, files, part
+
+    info, files, part = guarded(run)
+    info = {"model": str(model), "figure": str(out), "format": fmt, **info}
+    if graphml is not None:
+        try:
+            part.write_graphml(graphml)  # whole or not at all
+        except (ValueError, OSError) as e:
+            fail(f"--graphml: {e}")
+        info["graphml"] = str(graphml)
+    for key, path in (("stats_figure", stats), ("graph_figure", graph)):
+        if path is not None:
+            info[key] = str(path)
+    for path, data in files.items():
+        write_atomic(path, data)
+    sidecar = out.with_suffix(".json")
+    write_atomic(sidecar, dump_json(info) + "\n")
+    written = [str(p) for p in files] + ([str(graphml)] if graphml is not None else []) + [str(sidecar)]
+    print(f"wrote {', '.join(written)}")
+
+
+def plot_line(
+    model: Annotated[
+        Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(help="Picture file: .png, .svg or .pdf. A JSON file with the same stem records the pieces."),
+    ],
+    start: Annotated[
+        str | None, typer.Option("--from", help="Segment start A, comma-separated (default: LO in every input).")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--to", help="Segment end B, comma-separated (default: HI in every input).")
+    ] = None,
+    box: Annotated[
+        tuple[float, float], typer.Option(help="LO HI: without --from/--to, draw along the diagonal of [LO, HI]^q.")
+    ] = (-1.0, 1.0),
+    output: Annotated[int, typer.Option(help="Which network output to draw.")] = 0,
+    dpi: Annotated[int, typer.Option(help="Resolution of .png output (dots per inch).")] = 150,
+):
+    """Draw a model's output along a segment x = A + t (B - A): exact pieces (line engine), each coloured, every breakpoint marked.
+
+    Filled dots: the output's slope (or polynomial) changes there; hollow dots: only the activation code does. ReLU attention gives spline pieces, labelled so, never linear regions.
+    """  # noqa: E501  (one line per paragraph: --help rewraps it)
+    fmt = _image_format(out, "--out")
+    if box[0] >= box[1]:
+        fail(f"LO must be below HI, got LO={box[0]:g}, HI={box[1]:g}", 2)
+    if (start is None) != (end is None):
+        fail("give both --from and --to, or neither (the box diagonal)", 2)
+    if dpi < 10:
+        fail(f"--dpi must be at least 10, got {dpi}", 2)
+
+    def run():
+        from regioncount.plotting import figure_bytes, figure_line
+
+        net = load_model(model)
+        if start is None:
+            seg = Segment([box[0]] * net.input_dim, [box[1]] * net.input_dim)
+        else:
+            seg = Segment(parse_vector(start, "--from"), parse_vector(end, "--to"))
+        fig, info = figure_line(net, seg, output=output)
+        return info, figure_bytes(fig, fmt, dpi)
+
+    info, data = guarded(run)
+    info = {"model": str(model), "figure": str(out), "format": fmt, **info}
+    write_atomic(out, data)
+    sidecar = out.with_suffix(".json")
+    write_atomic(sidecar, dump_json(info) + "\n")
+    print(f"wrote {out}, {sidecar}")

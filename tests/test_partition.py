@@ -147,3 +147,15 @@ def test_networkx_graph_and_graphml_roundtrip(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["regions.graphml"]  # no temporary left behind
     with pytest.raises(ValueError, match=r"adjacency\(\)"):
         part.to_networkx(max_nodes=part.n_regions - 1)
+
+
+def test_adjacency_across_coincident_argmax_boundaries():
+    # one-dimensional heads: every score difference of a query vanishes on the same line q(u) = 0, where
+    # the argmax jumps between keys that are not each other's rivals anywhere else
+    from regioncount import random_transformer
+
+    net = random_transformer(input_dim=2, tokens=4, d_model=2, heads=2, depth=1, d_ff=2, seed=11)
+    part = partition_plane(net, Box(-2, 2, 2))
+    untagged = Partition(part.domain, part.vertices, part.offsets, part.maps, part.areas, part.codes)
+    np.testing.assert_array_equal(part.adjacency(), untagged.adjacency())
+    assert nx.is_connected(part.to_networkx())

@@ -266,3 +266,31 @@ def test_denser_mlp_grid_is_a_lower_bound_and_agrees_pointwise():
     # sampling is a lower bound, and every grid point's code is that of the region holding it
     assert np.unique(gcodes, axis=0).shape[0] <= part.n_regions
     np.testing.assert_array_equal(part.codes[part.locate(pts)], gcodes)
+
+
+@pytest.mark.parametrize(
+    "net",
+    [random_mlp(2, [10, 10, 10], seed=6), random_maxout(2, [6, 6, 6], k=3, seed=2)],
+    ids=["mlp", "maxout"],
+)
+def test_row_batches_give_the_same_partition(net, monkeypatch):
+    import regioncount.engines._plane as plane
+
+    dom = Box(-2, 2, 2)
+    whole = partition_plane(net, dom)
+    monkeypatch.setattr(plane, "BATCH", 16)
+    seen = []
+    parts = partition_plane(net, dom, progress=lambda d, t: seen.append((d, t)))
+    assert parts.n_regions == whole.n_regions > 100
+    o1, o2 = np.lexsort(whole.codes.T), np.lexsort(parts.codes.T)
+    np.testing.assert_array_equal(whole.codes[o1], parts.codes[o2])
+    np.testing.assert_allclose(whole.areas[o1], parts.areas[o2], rtol=1e-12)
+    np.testing.assert_allclose(whole.maps[o1], parts.maps[o2], rtol=1e-12, atol=1e-14)
+    assert parts.adjacency().shape == whole.adjacency().shape
+    assert parts.linear_regions() == whole.linear_regions()
+    forward_check(parts, net, dom)
+    # progress stays monotone and ends at the number of ops
+    total = seen[-1][1]
+    assert seen[-1][0] == total and all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+    with pytest.raises(MemoryCapError):
+        partition_plane(net, dom, max_regions=whole.n_regions - 1)

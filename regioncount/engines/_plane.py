@@ -682,6 +682,7 @@ class _Engine:
         nv = st.nv[cand][owner]
         tg = st.tag[cand][owner]
         tl = np.broadcast_to(tol_u, (R0, k)) if tol_u.shape[0] == 1 else tol_u
+        canon = _line_classes(F_u, np.unique(par), k)
         for m in range(1, k):
             j = (r + m) % k
             pj = par[owner]
@@ -696,7 +697,7 @@ class _Engine:
             clip = alive & hasneg
             if clip.any():
                 a, b = np.minimum(r, j)[clip], np.maximum(r, j)[clip]
-                pair = b * (b - 1) // 2 + a
+                pair = canon[pj[clip], b * (b - 1) // 2 + a]
                 newtag = base + pair * R0 + pj[clip]
                 ((Vc, nc, tc),) = _cut(V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag, sides=(1,))
                 Mn = max(V.shape[1], Vc.shape[1])
@@ -844,6 +845,30 @@ class _Engine:
                 f"{j} is curved (a quadric) on this domain, and the plane engine only splits along lines; "
                 "use --method line (exact along segments) or --method sample"
             )
+
+
+def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:
+    """For each parent and pair ``a < b`` of the pieces ``F (R0, 3, k)`` (pair index ``b (b-1)/2 + a``),
+    the smallest pair index whose line ``f_a = f_b`` is the same line (within 1e-9 of the domain's size).
+
+    Degenerate argmaxes have coincident boundary lines (with one-dimensional heads every difference line of
+    a query is ``q(u) = 0``); both sides of such a boundary must carry one edge tag. Returns ``(R0, P)``.
+    """
+    P = k * (k - 1) // 2
+    b = np.array([bb for bb in range(k) for _ in range(bb)], dtype=np.int64)
+    a = np.array([aa for bb in range(k) for aa in range(bb)], dtype=np.int64)
+    canon = np.tile(np.arange(P), (F.shape[0], 1))
+    if P < 2 or parents.size == 0:
+        return canon
+    g = F[parents][:, :, a] - F[parents][:, :, b]  # (n, 3, P)
+    norm = np.hypot(g[:, 0], g[:, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(norm[:, None] > 0, g / norm[:, None], np.nan)
+    same = np.all(np.abs(n[:, :, :, None] - n[:, :, None, :]) <= 1e-9, axis=1)
+    same |= np.all(np.abs(n[:, :, :, None] + n[:, :, None, :]) <= 1e-9, axis=1)
+    same |= np.eye(P, dtype=bool)
+    canon[parents] = np.argmax(same, axis=2)
+    return canon
 
 
 def _interval_products(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -93,6 +93,14 @@ def test_spread_uses_the_palette_evenly():
     assert np.bincount(col).tolist() == [10] * 8
 
 
+def test_preferred_colours_are_kept_where_neighbours_allow():
+    # a path 0-1-2-3 where every node prefers colour 5: alternate nodes keep it, the colouring stays proper
+    E = np.array([[0, 1], [1, 2], [2, 3]])
+    col = greedy_colouring(4, E, spread=3, prefer=[5, 5, 5, 5])
+    assert np.all(col[E[:, 0]] != col[E[:, 1]]) and np.count_nonzero(col == 5) == 2
+    assert greedy_colouring(3, np.zeros((0, 2)), spread=2, prefer=[1, -1, 0])[[0, 2]].tolist() == [1, 0]
+
+
 # ---------------------------------------------------------------------------------------------------
 # exact pictures
 
@@ -215,6 +223,15 @@ def test_layers_refine_and_end_with_the_network():
         "after layer 3",
     ]
     assert counts == sorted(counts) and counts[-1] == partition_plane(net, BOX).n_regions == info["regions"]
+    # every panel is properly coloured, and a region of layer 2 mostly keeps its layer-1 parent's colour
+    parts = [partition_plane(t, BOX) for _, t in truncations(net)]
+    faces = [regions_collection(ax).get_facecolors() for ax in fig.axes]
+    for part, face in zip(parts, faces):
+        E = part.adjacency()
+        assert len(face) == part.n_regions and np.all(np.any(face[E[:, 0]] != face[E[:, 1]], axis=1))
+    parent = parts[0].locate(parts[1].centroids())
+    kept = np.all(faces[1] == faces[0][parent], axis=1)
+    assert np.unique(parent[kept]).size >= 0.8 * parts[0].n_regions
     # the first panel is the first layer's line arrangement: its regions are sign patterns of 5 lines
     first = partition_plane(truncations(net)[0][1], BOX)
     assert counts[0] == first.n_regions and first.code_length == 5

@@ -23,15 +23,16 @@ PALETTE = (
 )
 
 
-def greedy_colouring(n: int, edges, spread: int = 0) -> np.ndarray:
+def greedy_colouring(n: int, edges, spread: int = 0, prefer=None) -> np.ndarray:
     """A proper colouring of the graph on nodes ``0..n-1`` with ``edges (E, 2)`` -> colour index ``(n,)`` int64.
 
     Greedy in smallest-last order (Matula and Beck 1983): when a node is coloured at most ``degeneracy``
     of its neighbours already are, so at most ``max(degeneracy + 1, spread)`` colours are used (at most 6
     on planar graphs with ``spread=0``). ``spread``: pick the least-used free colour among the first
     ``spread`` (fills a palette evenly instead of using as few colours as possible); a new colour only
-    when all of those are taken by neighbours. Self-loops and repeated edges are ignored. Deterministic;
-    O(n + E) Python steps (times ``spread``).
+    when all of those are taken by neighbours. ``prefer (n,)``: a colour each node takes when no neighbour
+    has it yet (-1: none), e.g. the colour of the region it was split from. Self-loops and repeated edges are
+    ignored. Deterministic; O(n + E) Python steps (times ``spread``).
     """
     E = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     E = E[E[:, 0] != E[:, 1]]
@@ -69,10 +70,15 @@ def greedy_colouring(n: int, edges, spread: int = 0) -> np.ndarray:
 
     colour = [-1] * n
     used = [0] * spread
+    want = [-1] * n if prefer is None else np.asarray(prefer, dtype=np.int64).tolist()
     for v in reversed(order):
         taken = {colour[w] for w in nbr[start_l[v] : start_l[v + 1]]}
         free = [c for c in range(spread) if c not in taken]
-        if free:
+        if want[v] >= 0 and want[v] not in taken:
+            c = want[v]
+            if c < spread:
+                used[c] += 1
+        elif free:
             c = min(free, key=used.__getitem__)
             used[c] += 1
         else:

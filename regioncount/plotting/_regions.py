@@ -202,17 +202,31 @@ def region_source(
 # drawing
 
 
-def region_colours(part: Partition, linear: bool = False) -> np.ndarray:
+def region_colours(part: Partition, linear: bool = False, prefer: np.ndarray | None = None) -> np.ndarray:
     """Colour index ``(R,)`` of every region: a proper colouring of :meth:`Partition.adjacency`, so
     neighbours never share a colour. ``linear=True``: one colour per linear region (Montúfar et al. 2014),
-    neighbouring linear regions differ."""
+    neighbouring linear regions differ. ``prefer (R,)``: colours to keep where no neighbour has them
+    (-1: none), so a refined partition keeps its parents' colours where it can."""
     E = part.adjacency()
     if not linear:
-        return greedy_colouring(part.n_regions, E, spread=len(PALETTE))
+        return greedy_colouring(part.n_regions, E, spread=len(PALETTE), prefer=prefer)
     _, lab = np.unique(part.linear_region_labels(), return_inverse=True)
     lab = lab.ravel()
-    col = greedy_colouring(int(lab.max()) + 1 if lab.size else 0, lab[E], spread=len(PALETTE))
+    m = int(lab.max()) + 1 if lab.size else 0
+    want = None
+    if prefer is not None:
+        want = np.full(m, -1, np.int64)
+        want[lab] = prefer
+    col = greedy_colouring(m, lab[E], spread=len(PALETTE), prefer=want)
     return col[lab]
+
+
+def inherited_colours(part: Partition, parent: Partition, parent_colours: np.ndarray, linear: bool = False):
+    """Colours for ``part`` that keep, where neighbours allow, the colour of the ``parent`` region holding
+    each region's centroid (``part`` refines ``parent``: the partition one layer further on)."""
+    idx = parent.locate(part.centroids())
+    prefer = np.where(idx >= 0, np.asarray(parent_colours)[np.maximum(idx, 0)], -1)
+    return region_colours(part, linear=linear, prefer=prefer)
 
 
 def _polygons(part: Partition) -> list[np.ndarray]:
@@ -370,12 +384,13 @@ def draw_partition(
     return info
 
 
-def draw_sampled(ax, image: SampledImage, *, levels: np.ndarray = (), zero: bool = False) -> dict:
+def draw_sampled(ax, image: SampledImage, *, levels: np.ndarray = (), zero: bool = False, prefer=None) -> dict:
     """Draw a sampled image on ``ax``: code ids coloured by a proper colouring of their grid adjacency,
-    cells next to another code darkened as boundaries, level sets of output 0 as contours."""
+    cells next to another code darkened as boundaries, level sets of output 0 as contours. ``prefer
+    (n_codes,)``: colours to keep where no neighbouring code has them (-1: none)."""
     import matplotlib.colors as mcolors
 
-    col = greedy_colouring(image.n_codes, image.adjacency(), spread=len(PALETTE))
+    col = greedy_colouring(image.n_codes, image.adjacency(), spread=len(PALETTE), prefer=prefer)
     ncol = int(col.max()) + 1
     rgb = np.array([mcolors.to_rgb(c) for c in palette(ncol)])[col[image.ids]]
     ids = image.ids
@@ -449,15 +464,29 @@ def _check_linear(net, sampled: bool, reason: str | None = None) -> None:
         )
 
 
-def draw_source(ax, src: RegionSource, *, linear=False, levels=(), zero=False, title_prefix: str = "") -> dict:
-    """Draw a :class:`RegionSource` (exact or sampled) with a title that says which; returns its info."""
+def _sampled_preference(img: SampledImage, parent: Partition, parent_colours: np.ndarray) -> np.ndarray:
+    """Preferred colour of each code of a sampled image: that of the ``parent`` region under its first cell."""
+    _, first = np.unique(img.ids.ravel(), return_index=True)
+    lo, hi = img.domain.param_lo, img.domain.param_hi
+    r, c = np.divmod(first, img.grid)
+    pts = np.stack([lo[0] + (c + 0.5) * (hi[0] - lo[0]) / img.grid, lo[1] + (r + 0.5) * (hi[1] - lo[1]) / img.grid], 1)
+    idx = parent.locate(pts)
+    return np.where(idx >= 0, np.asarray(parent_colours)[np.maximum(idx, 0)], -1)
+
+
+def draw_source(
+    ax, src: RegionSource, *, linear=False, levels=(), zero=False, title_prefix: str = "", colours=None
+) -> dict:
+    """Draw a :class:`RegionSource` (exact or sampled) with a title that says which; returns its info.
+    ``colours``: colour indices of an exact partition's regions (default :func:`region_colours`), or
+    preferred colours of a sampled image's codes."""
     if linear:
         _check_linear(src.net, not src.exact, src.reason)
     title, info = _describe(src, linear)
     if src.exact:
-        info.update(draw_partition(ax, src.partition, linear=linear, levels=levels, zero=zero))
+        info.update(draw_partition(ax, src.partition, linear=linear, levels=levels, zero=zero, colours=colours))
     else:
-        info.update(draw_sampled(ax, src.image, levels=levels, zero=zero))
+        info.update(draw_sampled(ax, src.image, levels=levels, zero=zero, prefer=colours))
     ax.set_title(title_prefix + title, fontsize=10)
     return info
 
@@ -554,13 +583,24 @@ def figure_regions(
     k = len(srcs)
     ncols = min(k, 4)
     nrows = -(-k // ncols)
-    side = 5.6 if k == 1 else 3.3
+    side = 5.6 if k == 1 else 3.0
     fig = new_figure(side * ncols + 0.3, side * nrows + (0.55 if (levels or zero) else 0.2))
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     panels = []
+    prev = None  # (partition, colours) of the panel before, when exact
     for i, ((label, _), src) in enumerate(zip(parts, srcs)):
         last = i == k - 1
         prefix = f"after {label}\n" if layers else ""
+        colours = None
+        if src.exact:
+            colours = (
+                region_colours(src.partition, linear=linear)
+                if prev is None
+                else inherited_colours(src.partition, prev[0], prev[1], linear=linear)
+            )
+        elif prev is not None:
+            colours = _sampled_preference(src.image, *prev)
+        prev = (src.partition, colours) if src.exact else None
         inf = draw_source(
             axes[i],
             src,
@@ -568,6 +608,7 @@ def figure_regions(
             levels=values if last else (),
             zero=zero and last,
             title_prefix=prefix,
+            colours=colours,
         )
         inf["panel"] = label
         panels.append(inf)
@@ -594,7 +635,7 @@ def plot_regions(net, domain, *, fmt: str = "png", dpi: float = 150, **options) 
     return figure_bytes(fig, fmt, dpi)
 
 
-def figure_compiled(net: Maxout, lo, hi, *, layout: str = "compact", levels: int = 8):
+def figure_compiled(net: Maxout, lo, hi, *, layout: str = "compact", levels: int = 8, title: str | None = None):
     """A Maxout network and the hardmax Transformer :func:`~regioncount.theory.compile_maxout` makes of it,
     side by side on the box ``[lo, hi]^2`` -> ``(Figure, info)``.
 
@@ -623,7 +664,7 @@ def figure_compiled(net: Maxout, lo, hi, *, layout: str = "compact", levels: int
     )
     ct = cm[match] if identical else region_colours(pt)
     values = level_values(*_output_range(RegionSource(net, box, partition=pm)), levels)
-    fig = new_figure(10.4, 5.6)
+    fig = new_figure(8.8, 4.9)
     ax1, ax2 = fig.subplots(1, 2)
     draw_partition(ax1, pm, colours=cm, levels=values)
     draw_partition(ax2, pt, colours=ct, levels=values)
@@ -637,6 +678,8 @@ def figure_compiled(net: Maxout, lo, hi, *, layout: str = "compact", levels: int
         fontsize=10,
     )
     _level_legend(fig, values, False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     info = {
         "maxout_regions": pm.n_regions,
         "transformer_regions": pt.n_regions,

@@ -284,6 +284,13 @@ def test_curved_boundaries_fall_back_to_a_sampled_picture_labelled_so():
     assert not [c for c in fig.axes[0].collections if c.get_gid() == "regions"]
 
 
+def test_partitions_over_the_cap_are_sampled(small):
+    net, part = small
+    fig, info = figure_regions(net, BOX, max_regions=5)
+    assert info["method"] == "sampled" and "more than 5" in info["why_sampled"]
+    assert "sampled" in fig.axes[0].get_title() and info["regions"] == part.n_regions  # 400^2 grid sees all 22
+
+
 def test_relu_attention_pictures_say_spline_pieces():
     tf = random_transformer(2, 3, 4, 1, attention="relu", seed=1)
     fig, info = figure_regions(tf, BOX, grid=60)

@@ -28,6 +28,8 @@ def _plane_domain(net, lo: float, hi: float, origin, dir1, dir2):
         if None in (origin, dir1, dir2):
             raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
         return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
+    if net.input_dim == 1:
+        raise DomainError("the model takes 1 input: draw its output along a segment with `regioncount plot-line`")
     if net.input_dim != 2:
         raise DomainError(
             f"the model takes {net.input_dim} inputs: give a 2D slice with --origin, --dir1 and --dir2 to draw it"

@@ -327,12 +327,15 @@ def _affine(A, op: Affine, hb: np.ndarray):
         # few parents with many children each: per parent and token, (children x d) bits @ (d x 3 d_out)
         R0, _, _, d = A.base.shape
         out = np.empty((A.n, 3, T, d_out))
+        step = max(1, _CHUNK // max(1, T * d, 3 * T * d_out))
         for p in range(R0):
+            B = (A.base[p, :, :, :, None] * W.T[None, None]).transpose(1, 2, 0, 3).reshape(T, d, 3 * d_out)
             rows = np.flatnonzero(A.parent == p)
-            m = np.unpackbits(A.bits[rows], axis=1, count=T * d).reshape(rows.size, T, d).astype(np.float64)
-            for t in range(T):
-                B = A.base[p, :, t, :, None] * W.T[None]  # (3, d, d_out)
-                out[rows, :, t, :] = (m[:, t] @ B.transpose(1, 0, 2).reshape(d, 3 * d_out)).reshape(-1, 3, d_out)
+            for lo in range(0, rows.size, step):
+                rs = rows[lo : lo + step]
+                m = np.unpackbits(A.bits[rs], axis=1, count=T * d).reshape(rs.size, T, d).astype(np.float64)
+                for t in range(T):
+                    out[rs, :, t, :] = (m[:, t] @ B[t]).reshape(-1, 3, d_out)
     else:
         R0, _, _, d = A.base.shape
         r, j = A.varying()

@@ -35,6 +35,10 @@ def write_atomic(path, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        # mkstemp makes the file 0600; give it the mode an ordinary open() would have
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

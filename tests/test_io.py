@@ -112,3 +112,15 @@ def test_not_a_file_and_not_an_npz(tmp_path):
     (tmp_path / "junk.npz").write_text("hello")
     with pytest.raises(ModelFileError, match="readable"):
         load_model(tmp_path / "junk.npz")
+
+
+def test_atomic_write_has_ordinary_permissions_and_leaves_no_temp(tmp_path):
+    import os
+
+    from regioncount._io import write_atomic
+
+    write_atomic(tmp_path / "a.json", "{}")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -7,7 +7,9 @@ the process's peak RSS, and the size of the resulting Partition.
 
     python benchmarks/exact2d_speed.py                 # the table
     python benchmarks/exact2d_speed.py --json          # one JSON object per line
-    python benchmarks/exact2d_speed.py --widths 256,256,256 --repeat 1
+    python benchmarks/exact2d_speed.py --widths 1800 --once   # 10^6 regions: one run, time and peak RSS
+
+BLAS threads matter for the (small) matrix products: compare ``OPENBLAS_NUM_THREADS=1`` with the default.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from regioncount._domain import Box
 from regioncount.engines._plane import partition_plane
 
 CASES = [(32, 32, 32), (64, 64, 64), (128, 128, 128), (100, 100, 100, 100, 100)]
+ROW = ["widths", "regions", "seconds", "cpu_seconds", "regions_per_s", "peak_traced_mb", "peak_rss_mb"]
+ROW += ["peak_rss_growth_mb", "partition_mb"]
 
 
 def cpu_model() -> str:
@@ -41,9 +45,26 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def measure(widths, seed: int, repeat: int, lo: float, hi: float) -> dict:
+def measure(widths, seed: int, repeat: int, lo: float, hi: float, once: bool = False) -> dict:
     net = random_mlp(2, widths, seed=seed, init="torch")
     box = Box(lo, hi, 2)
+    if once:
+        # a single cold run: wall and CPU time, and how far it pushed the process's peak RSS
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0, c0 = time.perf_counter(), time.process_time()
+        part = partition_plane(net, box)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return {
+            "widths": "x".join(map(str, widths)),
+            "regions": part.n_regions,
+            "seconds": round(wall, 2),
+            "cpu_seconds": round(cpu, 2),
+            "regions_per_s": round(part.n_regions / wall),
+            "peak_rss_mb": round(rss1 / 1024, 1),
+            "peak_rss_growth_mb": round((rss1 - rss0) / 1024, 1),
+            "partition_mb": round(part.nbytes / 2**20, 1),
+        }
     partition_plane(net, box)  # warm-up
     times, cpu = [], []
     for _ in range(repeat):
@@ -79,6 +100,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per network (best is reported)")
     ap.add_argument("--box", type=float, nargs=2, default=(-2.0, 2.0), metavar=("LO", "HI"))
     ap.add_argument("--json", action="store_true", help="print one JSON object per network")
+    ap.add_argument("--once", action="store_true", help="one cold run per network: time and peak RSS only")
     args = ap.parse_args()
     cases = [tuple(int(w) for w in s.split(",")) for s in args.widths] if args.widths else CASES
     env = {
@@ -86,18 +108,22 @@ def main():
         "cpu": cpu_model(),
         "numpy": np.__version__,
         "python": platform.python_version(),
-        "loadavg": os.getloadavg(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
     }
-    rows = [measure(c, args.seed, args.repeat, *args.box) | {"seed": args.seed} for c in cases]
+    rows = [measure(c, args.seed, args.repeat, *args.box, once=args.once) | {"seed": args.seed} for c in cases]
     if args.json:
         for r in rows:
             print(json.dumps(r | {"machine": env}))
         return
-    print(f"machine: {env['nproc']} CPUs, {env['cpu']}, numpy {env['numpy']}, load {env['loadavg']}")
-    head = ["widths", "regions", "seconds", "cpu_seconds", "regions_per_s", "peak_traced_mb", "peak_rss_growth_mb"]
-    print(" | ".join(f"{h:>18}" for h in head))
+    print(
+        f"machine: {env['nproc']} CPUs, {env['cpu']}, numpy {env['numpy']}, load {env['loadavg']}, "
+        f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}"
+    )
+    head = [h for h in ROW if h in rows[0]]
+    print(" | ".join(f"{h:>14}" for h in head))
     for r in rows:
-        print(" | ".join(f"{r[h]!s:>18}" for h in head))
+        print(" | ".join(f"{r[h]!s:>14}" for h in head))
 
 
 if __name__ == "__main__":

@@ -4,26 +4,32 @@ Every region is a convex polygon in the domain's parameters ``(u1, u2)`` carryin
 ``(u1, u2, 1)`` to the current activations (``(3, T, d)``: every token entry). Each op of the
 :class:`~regioncount.networks.Program` splits every region by its boundaries and updates codes and maps:
 
-- ReLU: one line per unit. All pre-activation maps of an op are computed once per region at the start
-  of the op (the "parent"); the regions a parent is split into inherit its row, so a unit is tested
-  only on the descendants of parents its line crosses (vertex sign test), and only the regions it
-  actually crosses are split, all at once.
+- ReLU: one line per unit. The pre-activation maps of all units are computed once per region at the
+  start of the op (its "parent"); the regions a parent is split into inherit its row. A disc test
+  (value at an interior point against gradient times radius) finds the units whose line may cross a
+  parent; their vertices settle it. The op then runs in rounds: round ``t`` splits every descendant of a
+  parent by that parent's ``t``-th crossing line, all parents at once (the order of the lines does not
+  change the arrangement). Only regions whose own disc meets the line have their vertices evaluated.
 - GroupMax (maxout): per unit, the cells of an argmax of ``k`` affine functions, obtained by clipping
   each region with the halfplanes ``f_r >= f_j`` (ties go to the lower index, like ``argmax``).
 - hardmax attention: per head and query, the argmax cells of the scores over the keys. Scores are
   products of affine maps, so a score difference is quadratic in ``u``; where the quadratic parts of
   the competing keys coincide (within a relative tolerance) the boundaries are lines and are split
   exactly, otherwise :class:`~regioncount._errors.CurvedBoundaryError` is raised.
-- Affine and Residual only transform maps.
+- Affine maps every region's map; after a ReLU it works per parent (one product) plus a rank-1
+  correction per child and crossing unit that is on. Residual keeps a copy of the maps.
 
-Geometry and combinatorics are NumPy (float64), vectorised across regions; Python loops run over ops
-and units, never over regions. Work happens in normalised coordinates ``u' in [-1, 1]^2`` (the domain
-rectangle's centre and half-widths), which keeps every tolerance relative.
+Geometry and combinatorics are NumPy (float64), vectorised across regions; Python loops run over ops,
+rounds and units, never over regions. Work happens in normalised coordinates ``u' in [-1, 1]^2`` (the
+domain rectangle's centre and half-widths), which keeps every tolerance relative. Once a partition holds
+more than ``BATCH`` regions at a top-level op boundary, the remaining ops run on row batches one after
+the other, which bounds the working memory (maps are ``3 T d`` floats per region).
 
 Polygons live in a padded store ``(capacity, M, 2)``; slots beyond a polygon's vertex count repeat its
-first vertex, so shoelace sums and sign tests need no masks. Every edge carries an integer tag naming
-the line (op, unit, parent) that created it; the two sides of a cut get the same tag, which lets
-:meth:`Partition.adjacency` group edges exactly instead of by floating-point line keys.
+first vertex (and the last slot is always such padding), so shoelace sums and sign tests need no masks.
+Every edge carries an integer tag naming the line (op, unit, parent) that created it; the two sides of
+a cut get the same tag, which lets :meth:`Partition.adjacency` group edges exactly instead of by
+floating-point line keys.
 
 Tolerances: a vertex value ``|s| <= SNAP * scale + NOISE * bound`` counts as on the line, where
 ``scale`` is the largest coefficient norm of that unit's map over the regions and ``bound`` an a-priori
@@ -211,6 +217,7 @@ class _Store:
         self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
 
     def set_rows(self, rows, Vc, nvc, tagc):
+        """Replace the polygons in ``rows`` (their parent and per-op columns stay)."""
         self._write(rows, Vc, nvc, tagc)
 
     def append(self, Vc, nvc, tagc, src_rows) -> np.ndarray:

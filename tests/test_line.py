@@ -340,7 +340,7 @@ def test_ties_of_identical_tokens_are_averaged_and_counted():
 
 def test_softmax_is_not_piecewise():
     net = rc.random_transformer(2, tokens=3, d_model=4, depth=1, attention="softmax")
-    with pytest.raises(NotPiecewiseError, match="--method sample"):
+    with pytest.raises(NotPiecewiseError, match="smooth, not piecewise"):
         walk_line(net, SEG2)
 
 

@@ -587,8 +587,8 @@ def _attention(st: _State, op: Attention, T: int) -> None:
 
 
 _SOFTMAX = (
-    "softmax attention is smooth, not piecewise: the line engine has no exact pieces to count; "
-    "use --method sample to count the codes of the FFN ReLUs"
+    "softmax attention is smooth, not piecewise: it has no pieces to count (hardmax attention is its "
+    "λ → ∞ limit); a sampled count would see only the FFN ReLU codes"
 )
 
 

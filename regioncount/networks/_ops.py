@@ -96,7 +96,8 @@ Op = Affine | ReLU | GroupMax | Attention | Residual
 _pytree(Affine, ("W", "b"), ())
 _pytree(ReLU, (), ())
 _pytree(GroupMax, (), ("k",))
-_pytree(Attention, ("Wq", "Wk", "Wv", "Wo"), ("sigma", "causal", "scale_by_T", "inv_temperature"))
+# inv_temperature is data, not static: a sweep over lambda reuses one compiled forward pass
+_pytree(Attention, ("Wq", "Wk", "Wv", "Wo", "inv_temperature"), ("sigma", "causal", "scale_by_T"))
 _pytree(Residual, ("body",), ())
 
 

@@ -138,8 +138,8 @@ class Transformer:
 
 _pytree(
     Transformer,
-    ("E", "P", "blocks", "readout_W", "readout_b"),
-    ("attention", "causal", "scale_by_T", "inv_temperature", "readout_token", "valid_box"),
+    ("E", "P", "blocks", "readout_W", "readout_b", "inv_temperature"),
+    ("attention", "causal", "scale_by_T", "readout_token", "valid_box"),
 )
 
 

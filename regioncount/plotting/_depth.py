@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import io
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from ._output import figure_bytes, new_figure
 
 
 def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", dpi: int = 150) -> bytes:
     """Render scan rows (see ``regioncount._scan``) and return the image bytes in ``fmt``."""
     D = [r["depth"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    fig = new_figure(7.0, 4.6)
+    ax = fig.add_subplot()
 
     def series(key):
         pts = [(r["depth"], r[key]) for r in rows if r.get(key) is not None]
@@ -21,7 +17,8 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
 
     x, y = series("bound")
     if x:
-        ax.plot(x, y, "k-", lw=2, label="Thm 4.4 lower bound (Gu, Yang, Zhou 2026)")
+        # the bound is constant between multiples of 3 blocks: draw it as the step function it is
+        ax.plot(x, y, "k-", lw=2, drawstyle="steps-post", label="Thm 4.4 lower bound (Gu, Yang, Zhou 2026)")
     x, y = series("constructed")
     if x:
         ax.plot(x, y, "o", ms=9, mfc="none", mec="tab:blue", mew=2, label="constructed, paper layout (exact)")
@@ -34,7 +31,9 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
     x, y = series("random_sample_mean")
     if x:
         err = [r["random_sample_std"] or 0 for r in rows if r.get("random_sample_mean") is not None]
-        ax.errorbar(x, y, yerr=err, fmt="^-", color="tab:orange", capsize=3, label="random hardmax, sampled 2D (lower bound)")
+        ax.errorbar(
+            x, y, yerr=err, fmt="^-", color="tab:orange", capsize=3, label="random hardmax, sampled 2D (lower bound)"
+        )
     x, y = series("random_chao1_mean")
     if x:
         ax.plot(x, y, "^--", color="tab:orange", alpha=0.5, label="random hardmax, Chao1 estimate")
@@ -43,7 +42,7 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
         ax.plot(x, y, "v-", color="tab:red", label="random hardmax, exact pieces on the diagonal")
     x, y = series("relu_attention_mean")
     if x:
-        ax.plot(x, y, "d-", color="tab:purple", label="random ReLU attention, sampled spline pieces")
+        ax.plot(x, y, "d-", color="tab:purple", label="random ReLU attention, sampled spline pieces (lower bound)")
     ax.set_yscale("log")
     ax.set_xlabel("depth D (blocks)")
     ax.set_ylabel("count")
@@ -52,8 +51,4 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
     if title:
         ax.set_title(title)
     ax.legend(fontsize=7.5, loc="upper left")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=dpi)
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_bytes(fig, fmt, dpi)

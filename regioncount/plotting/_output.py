@@ -5,12 +5,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib
+# Figures are built as matplotlib.figure.Figure objects, never through pyplot, so importing this
+# package leaves the user's backend (e.g. Jupyter's inline one) alone.
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
-
-from .._errors import RegionCountError  # noqa: E402
+from .._errors import RegionCountError
 
 #: Image formats the plotting functions write, by file suffix.
 FORMATS = ("png", "svg", "pdf")

@@ -552,18 +552,29 @@ class _Engine:
         st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
         # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
         # parent's t-th crossing unit. The order of the lines does not change the arrangement, and a round
-        # is one vectorised step over all parents (not one per unit).
+        # is one vectorised step over all parents (not one per unit). The lists belong to an "owner":
+        # first the op-start parent; when rounds test many more regions than they split (a parent crossed
+        # by many lines, as the box is by the first layer), every region becomes the owner of the units
+        # left in its list that cross it, so later rounds only visit regions with work left.
         pp, jj = np.nonzero(cross)
         cnt = np.bincount(pp, minlength=R0)
-        first = np.zeros(R0 + 1, np.int64)
-        np.cumsum(cnt, out=first[1:])
+        first = np.cumsum(cnt) - cnt
+        st.add_extra("own", np.arange(R0))
         tag0 = self.take_tags(R0 * D)
-        for t in range(int(cnt.max(initial=0))):
-            anc = st.anc[: st.n]
-            cand = np.flatnonzero(cnt[anc] > t)
+        t = since = 0
+        while True:
+            anc, own = st.anc[: st.n], st.extra["own"][: st.n]
+            cand = np.flatnonzero(cnt[own] > t)
+            if cand.size == 0:
+                break
             par = anc[cand]
-            j = jj[first[par] + t]
-            self._relu_round(cand, Af[par, :, j], tol[j], j, tag0 + par * D + j)
+            j = jj[first[own[cand]] + t]
+            made = self._relu_round(cand, Af[par, :, j], tol[j], j, tag0 + par * D + j)
+            t += 1
+            since += 1
+            if since >= 4 and cand.size > 8 * max(made, 1):
+                cnt, first, jj = self._reown(Af, tol, cnt, first, jj, t)
+                t = since = 0
         st.sort_by_parent()
         bits = st.extra["bits"][: st.n]
         return _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross), ("bits", D, bits)
@@ -636,6 +647,38 @@ class _Engine:
         on = np.flatnonzero(one)
         jo = j[on]
         st.extra["bits"][cand[on], jo >> 3] |= (1 << (7 - (jo & 7))).astype(np.uint8)
+        return int(ok.sum()) if idx.size else 0
+
+    def _reown(self, Af, tol, cnt, first, jj, t: int):
+        """Make every region the owner of the units left (from position ``t``) in its owner's list that
+        cross it; set the bits of the others. Returns the new lists ``(cnt, first, jj)`` per region."""
+        st = self.st
+        n = st.n
+        own, anc = st.extra["own"][:n], st.anc[:n]
+        rem = np.maximum(cnt[own] - t, 0)
+        r = np.repeat(np.arange(n), rem)
+        k = np.repeat(first[own] + t - np.cumsum(rem) + rem, rem) + np.arange(r.size)
+        j = jj[k]
+        keep = np.zeros(r.size, bool)
+        step = max(1, _CHUNK // (2 * st.M))
+        for lo in range(0, r.size, step):
+            rs, js = r[lo : lo + step], j[lo : lo + step]
+            w = Af[anc[rs], :, js]
+            sc = st.cen[rs, 0] * w[:, 0] + st.cen[rs, 1] * w[:, 1] + w[:, 2]
+            reach = np.sqrt(w[:, 0] ** 2 + w[:, 1] ** 2) * st.rad[rs] * (1 + 1e-9) + tol[js]
+            pos, neg = sc > reach, sc < -reach
+            amb = np.flatnonzero(~(pos | neg))
+            if amb.size:
+                sv = _eval(st.V[rs[amb]], w[amb])
+                pos[amb] = np.any(sv > tol[js[amb], None], axis=1)
+                neg[amb] = np.any(sv < -tol[js[amb], None], axis=1)
+            keep[lo : lo + step] = pos & neg
+            on = np.flatnonzero(pos & ~neg)
+            # a region has several pairs here, maybe in one byte: accumulate unbuffered
+            np.bitwise_or.at(st.extra["bits"], (rs[on], js[on] >> 3), (1 << (7 - (js[on] & 7))).astype(np.uint8))
+        cnt = np.bincount(r[keep], minlength=n)
+        st.extra["own"][:n] = np.arange(n)
+        return cnt, np.cumsum(cnt) - cnt, j[keep]
 
     # -- argmax cells (maxout units, hardmax heads) ----------------------------------------------------
 

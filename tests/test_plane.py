@@ -227,6 +227,8 @@ def test_domain_checks():
         partition_plane(net3, Box(-1, 1, 3))
     with pytest.raises(DomainError):
         partition_plane(random_mlp(2, [4]), Slice([0, 0, 0], [1, 0, 0], [0, 1, 0]))
+    with pytest.raises(DomainError, match="--method line"):
+        partition_plane(random_mlp(1, [4]), Box(-1, 1, 1))
     t = random_transformer(depth=1)
     compiled = Transformer(t.E, t.P, t.blocks, t.readout_W, t.readout_b, valid_box=((-1, -1), (1, 1)))
     with pytest.raises(DomainError, match="compiled"):

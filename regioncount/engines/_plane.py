@@ -962,6 +962,8 @@ def _pad_tags(t: np.ndarray, M: int) -> np.ndarray:
 def _frame(program: Program, domain):
     """Input map in normalised coordinates: ``x = x0 + V (c + h u')``; returns ``(x0', V', c, h)``."""
     q = program.input_dim
+    if q < 2:
+        raise DomainError("the network takes 1 input, so it has no 2D domain: use --method line")
     if isinstance(domain, Slice):
         if domain.x0.shape[0] != q:
             raise DomainError(f"the slice lives in R^{domain.x0.shape[0]} but the network takes {q} inputs")

@@ -14,7 +14,8 @@ from regioncount._count import as_json_ready
 from regioncount._errors import RegionCountError
 
 stderr = Console(stderr=True)
-stdout = Console()
+# 120 columns when piped, so tables written to files or CI logs are not squeezed to 80
+stdout = Console(width=None if sys.stdout.isatty() else 120)
 
 
 def fail(message: str, code: int = 1):

@@ -86,6 +86,9 @@ def measure(widths, seed: int, repeat: int, lo: float, hi: float, once: bool = F
         "median_seconds": round(statistics.median(times), 4),
         "cpu_seconds": round(min(cpu), 4),
         "regions_per_s": round(part.n_regions / best),
+        "regions_per_s_median": round(part.n_regions / statistics.median(times)),
+        "regions_per_s_min": round(part.n_regions / max(times)),
+        "regions_per_s_max": round(part.n_regions / min(times)),
         "peak_traced_mb": round(peak / 2**20, 1),
         "peak_rss_growth_mb": round((rss1 - rss0) / 1024, 1),
         "partition_mb": round(part.nbytes / 2**20, 2),
@@ -101,8 +104,11 @@ def main():
     ap.add_argument("--box", type=float, nargs=2, default=(-2.0, 2.0), metavar=("LO", "HI"))
     ap.add_argument("--json", action="store_true", help="print one JSON object per network")
     ap.add_argument("--once", action="store_true", help="one cold run per network: time and peak RSS only")
+    ap.add_argument("--quick", action="store_true", help="3x32 and 3x128 only")
     args = ap.parse_args()
     cases = [tuple(int(w) for w in s.split(",")) for s in args.widths] if args.widths else CASES
+    if args.quick and not args.widths:
+        cases = [(32, 32, 32), (128, 128, 128)]
     env = {
         "nproc": os.cpu_count(),
         "cpu": cpu_model(),

@@ -115,3 +115,14 @@ def test_networks_are_immutable_and_validate_shapes():
         rc.MLP((np.ones((3, 2)),), (np.ones(2),))
     with pytest.raises(ValueError, match="expects"):
         rc.MLP((np.ones((3, 2)), np.ones((1, 4))), (np.ones(3), np.ones(1)))
+
+
+def test_random_transformers_of_one_seed_are_nested_across_depths():
+    import jax
+
+    from regioncount.networks import truncate
+
+    deep = rc.random_transformer(2, tokens=3, d_model=4, depth=5, seed=7)
+    short = rc.random_transformer(2, tokens=3, d_model=4, depth=2, seed=7)
+    for a, b in zip(jax.tree_util.tree_leaves(truncate(deep, 2)), jax.tree_util.tree_leaves(short)):
+        np.testing.assert_array_equal(a, b)

@@ -171,6 +171,10 @@ def random_transformer(
     def g(*shape, fan_in):
         return rng.normal(0.0, 1.0 / np.sqrt(fan_in), shape)
 
+    # embedding first, then blocks in order: a seed's depth-D network is the first D blocks of its
+    # deeper ones (the scan relies on this), whatever the depth asked for
+    E = g(d_model, input_dim, fan_in=input_dim)
+    P = rng.normal(0.0, 1.0, (tokens, d_model))
     blocks = []
     for _ in range(depth):
         blocks.append(
@@ -185,11 +189,12 @@ def random_transformer(
                 b2=np.zeros(d_model),
             )
         )
+    readout = np.random.default_rng([seed, 1]).normal(0.0, 1.0 / np.sqrt(d_model), (output_dim, d_model))
     return Transformer(
-        E=g(d_model, input_dim, fan_in=input_dim),
-        P=rng.normal(0.0, 1.0, (tokens, d_model)),
+        E=E,
+        P=P,
         blocks=tuple(blocks),
-        readout_W=g(output_dim, d_model, fan_in=d_model),
+        readout_W=readout,
         readout_b=np.zeros(output_dim),
         attention=attention,
         causal=causal,

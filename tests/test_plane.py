@@ -76,8 +76,8 @@ def test_lines_in_general_position(n):
     [
         (random_mlp(2, [6, 6], seed=3), 0),
         (random_maxout(2, [4, 3], k=3, seed=0), 0),
-        (random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, seed=0), 3),
-        (random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, heads=2, causal=True, seed=5), 6),
+        (random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, seed=3), 3),
+        (random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, heads=2, causal=True, seed=8), 6),
     ],
     ids=["mlp-6x2", "maxout-k3", "hardmax-1-block", "hardmax-causal-2-heads"],
 )
@@ -86,7 +86,8 @@ def test_matches_forward_pass_and_grid(net, hardmax_entries):
     part = partition_plane(net, dom)
     forward_check(part, net, dom)
     pts, gcodes = grid_codes(net, dom, 201)
-    # the grid (spacing 0.02) is fine enough here (every region has area > 0.01): it meets every region
+    # the grid (spacing 0.02) is fine enough for these networks: their smallest regions span a few cells
+    assert part.areas.min() > 0.02**2, "network has regions a 201^2 grid may miss: pick another seed"
     assert np.unique(gcodes, axis=0).shape[0] == part.n_regions
     # and every grid point's code is the code of the region that contains it
     where = part.locate(pts)

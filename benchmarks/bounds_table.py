@@ -19,11 +19,10 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 
-import numpy as np
+from _machine import machine
 
 from regioncount._domain import Box, Segment
 from regioncount.engines._line import walk_line
@@ -165,16 +164,6 @@ def measure(row: Row) -> dict:
     out["equals_bound"] = bool(res["exact"] and res["count"] == row.bound)
     out["matches_formula"] = bool(res["count"] == row.formula) if res["exact"] else None
     return out
-
-
-def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "numpy": np.__version__}
 
 
 def render(results: list[dict]) -> str:

@@ -24,6 +24,7 @@ import time
 import tracemalloc
 
 import numpy as np
+from _machine import cpu_model
 
 from regioncount import random_mlp
 from regioncount._domain import Box
@@ -32,17 +33,6 @@ from regioncount.engines._plane import partition_plane
 CASES = [(32, 32, 32), (64, 64, 64), (128, 128, 128), (100, 100, 100, 100, 100)]
 ROW = ["widths", "regions", "seconds", "cpu_seconds", "regions_per_s", "peak_traced_mb", "peak_rss_mb"]
 ROW += ["peak_rss_growth_mb", "partition_mb"]
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def measure(widths, seed: int, repeat: int, lo: float, hi: float, once: bool = False) -> dict:

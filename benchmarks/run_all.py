@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -28,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -162,28 +163,6 @@ def run_scan(depth: int, tmp: Path, timeout: float) -> dict:
         entry["stderr"] = tail(err)
         entry["stdout"] = tail(out)
     return entry
-
-
-def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    info = {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "loadavg_start": os.getloadavg()}
-    try:
-        import jax
-        import numpy
-
-        info.update(numpy=numpy.__version__, jax=jax.__version__)
-    except ImportError:
-        pass
-    return info
-
-
-# ----------------------------------------------------------------------------------------------------
-# summary lines: the figures each benchmark is run for
 
 
 def _rows(results) -> list[dict]:

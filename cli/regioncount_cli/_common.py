@@ -44,6 +44,18 @@ def parse_ints(text: str, name: str) -> list[int]:
     return vals
 
 
+def slice_from_options(lo: float, hi: float, origin, dir1, dir2):
+    """The 2D slice named by --origin/--dir1/--dir2 over [lo, hi]^2 in (u1, u2), or None when none is given."""
+    from regioncount._domain import Slice
+    from regioncount._errors import DomainError
+
+    if origin is None and dir1 is None and dir2 is None:
+        return None
+    if None in (origin, dir1, dir2):
+        raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
+    return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
+
+
 def dump_json(obj) -> str:
     return json.dumps(as_json_ready(obj), indent=2)
 

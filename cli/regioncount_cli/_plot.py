@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from regioncount._domain import Box, Segment, Slice
+from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, write_atomic
 
-from ._common import dump_json, fail, guarded, parse_vector
+from ._common import dump_json, fail, guarded, parse_vector, slice_from_options
 
 
 def _image_format(path: Path, option: str) -> str:
@@ -24,10 +24,9 @@ def _image_format(path: Path, option: str) -> str:
 
 
 def _plane_domain(net, lo: float, hi: float, origin, dir1, dir2):
-    if origin is not None or dir1 is not None or dir2 is not None:
-        if None in (origin, dir1, dir2):
-            raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
-        return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
+    sliced = slice_from_options(lo, hi, origin, dir1, dir2)
+    if sliced is not None:
+        return sliced
     if net.input_dim == 1:
         raise DomainError("the model takes 1 input: draw its output along a segment with `regioncount plot-line`")
     if net.input_dim != 2:

@@ -10,11 +10,11 @@ import typer
 from rich.table import Table
 
 from regioncount._count import METHODS, count_regions
-from regioncount._domain import Box, Segment, Slice
+from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
 
-from ._common import LazyProgress, dump_json, fail, guarded, parse_vector, stdout
+from ._common import LazyProgress, dump_json, fail, guarded, parse_vector, slice_from_options, stdout
 
 app = typer.Typer(
     name="regioncount",
@@ -37,11 +37,7 @@ def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, 
         if start is None or end is None:
             raise DomainError("give both --from and --to for a segment")
         return Segment(start, end)
-    if origin is not None or dir1 is not None or dir2 is not None:
-        if None in (origin, dir1, dir2):
-            raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
-        return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
-    return Box(lo, hi, net_dim)
+    return slice_from_options(lo, hi, origin, dir1, dir2) or Box(lo, hi, net_dim)
 
 
 @app.command()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -12,6 +14,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from regioncount._count import as_json_ready
 from regioncount._errors import RegionCountError
+
+# Options that several commands share, declared once so their help reads the same everywhere.
+ModelArg = Annotated[
+    Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+]
+OriginOpt = Annotated[
+    str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")
+]
+Dir1Opt = Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")]
+Dir2Opt = Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")]
 
 stderr = Console(stderr=True)
 # 120 columns when piped, so tables written to files or CI logs are not squeezed to 80

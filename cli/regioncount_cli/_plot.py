@@ -11,7 +11,7 @@ from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, write_atomic
 
-from ._common import dump_json, fail, guarded, parse_vector, slice_from_options
+from ._common import Dir1Opt, Dir2Opt, ModelArg, OriginOpt, dump_json, fail, guarded, parse_vector, slice_from_options
 
 
 def _image_format(path: Path, option: str) -> str:
@@ -37,9 +37,7 @@ def _plane_domain(net, lo: float, hi: float, origin, dir1, dir2):
 
 
 def plot(
-    model: Annotated[
-        Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
-    ],
+    model: ModelArg,
     out: Annotated[
         Path,
         typer.Option(
@@ -51,11 +49,9 @@ def plot(
         tuple[float, float],
         typer.Option(help="LO HI: draw [LO, HI]^2 (a 2-input model), or [LO, HI]^2 in (u1, u2) for a slice."),
     ] = (-1.0, 1.0),
-    origin: Annotated[
-        str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")
-    ] = None,
-    dir1: Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")] = None,
-    dir2: Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")] = None,
+    origin: OriginOpt = None,
+    dir1: Dir1Opt = None,
+    dir2: Dir2Opt = None,
     levels: Annotated[
         int, typer.Option(help="Draw N level sets of output 0, evenly spaced over its range on the domain.")
     ] = 0,
@@ -196,9 +192,7 @@ def plot(
 
 
 def plot_line(
-    model: Annotated[
-        Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
-    ],
+    model: ModelArg,
     out: Annotated[
         Path,
         typer.Option(help="Picture file: .png, .svg or .pdf. A JSON file with the same stem records the pieces."),

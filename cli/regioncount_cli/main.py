@@ -14,7 +14,19 @@ from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
 
-from ._common import LazyProgress, dump_json, fail, guarded, parse_vector, slice_from_options, stdout
+from ._common import (
+    Dir1Opt,
+    Dir2Opt,
+    LazyProgress,
+    ModelArg,
+    OriginOpt,
+    dump_json,
+    fail,
+    guarded,
+    parse_vector,
+    slice_from_options,
+    stdout,
+)
 
 app = typer.Typer(
     name="regioncount",
@@ -42,9 +54,7 @@ def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, 
 
 @app.command()
 def count(
-    model: Annotated[
-        Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
-    ],
+    model: ModelArg,
     method: Annotated[
         str,
         typer.Option(
@@ -62,11 +72,9 @@ def count(
         int | None, typer.Option(help="sample: this many uniform random points instead of a grid.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for random points.")] = 0,
-    origin: Annotated[
-        str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")
-    ] = None,
-    dir1: Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")] = None,
-    dir2: Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")] = None,
+    origin: OriginOpt = None,
+    dir1: Dir1Opt = None,
+    dir2: Dir2Opt = None,
     start: Annotated[
         str | None,
         typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal)."),

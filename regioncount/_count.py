@@ -7,10 +7,13 @@ import time
 import numpy as np
 
 from ._domain import Box, Segment, Slice
-from ._errors import RegionCountError
+from ._errors import MemoryCapError, RegionCountError
 from .networks import is_piecewise_linear, lower
 
 METHODS = ("exact", "line", "sample")
+#: Peak resident bytes per region of the plane engine, measured (benchmarks/README.md: 10^6 regions in
+#: 1.5 GB); sets the region cap that keeps an exact 2D run under the memory cap.
+PLANE_BYTES_PER_REGION = 1536
 
 
 def region_kind(net) -> str:
@@ -82,8 +85,17 @@ def count_regions(
             }
         elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
             from .engines._plane import partition_plane
+            from .engines._sample import DEFAULT_MEMORY_CAP
 
-            part = partition_plane(net, domain, progress=progress)
+            cap = memory_cap or DEFAULT_MEMORY_CAP
+            max_regions = max(1, cap // PLANE_BYTES_PER_REGION)
+            try:
+                part = partition_plane(net, domain, progress=progress, max_regions=max_regions)
+            except MemoryCapError:
+                raise MemoryCapError(
+                    f"the exact partition passed {max_regions:,} regions, about what fits in the "
+                    f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
+                ) from None
             out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
         else:
             raise RegionCountError(

@@ -237,3 +237,14 @@ def test_build_construction_errors(capsys, tmp_path):
     code, _, err = run(capsys, "build", "compile", str(mlp), "--out", str(tmp_path / "y.npz"))
     assert code == 1 and "Maxout" in _one_error_line(err)
     assert not (tmp_path / "x.npz").exists() and not (tmp_path / "y.npz").exists()
+
+
+def test_exact_partition_respects_the_memory_cap(capsys, tmp_path):
+    path = tmp_path / "wide.npz"
+    run(capsys, "build", "random-mlp", "--widths", "32,32", "--out", str(path))
+    target = tmp_path / "res.json"
+    code, _, err = run(capsys, "count", str(path), "--box", "-2", "2", "--memory-cap", "0.0005", "--out", str(target))
+    assert code == 1 and "--memory-cap" in _one_error_line(err)
+    assert not target.exists()
+    code, out, _ = run(capsys, "count", str(path), "--box", "-2", "2", "--json")
+    assert code == 0 and json.loads(out)["regions"] > 0.0005 * 2**30 / 1536

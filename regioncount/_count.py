@@ -8,7 +8,7 @@ import numpy as np
 
 from ._domain import Box, Segment, Slice
 from ._errors import MemoryCapError, RegionCountError
-from .networks import is_piecewise_linear, lower
+from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
 #: Peak resident bytes per region of the plane engine, measured (benchmarks/README.md: 10^6 regions in
@@ -17,9 +17,13 @@ PLANE_BYTES_PER_REGION = 1536
 
 
 def region_kind(net) -> str:
-    """What a cell of ``net`` is called: ``"activation regions"`` for piecewise-linear nets, else
-    ``"spline pieces"`` (ReLU attention is a cubic spline per block, Lai, Lim, Liu 2024)."""
-    return "activation regions" if is_piecewise_linear(lower(net)) else "spline pieces"
+    """What a cell of ``net`` is called: ``"activation regions"`` for piecewise-linear nets; ``"spline
+    pieces"`` with ReLU attention (a cubic spline per block, Lai, Lim, Liu 2024); with softmax attention the
+    map is smooth and only the FFN ReLU codes are counted: ``"FFN ReLU codes (softmax is smooth)"``."""
+    program = lower(net)
+    if any(isinstance(op, Attention) and op.sigma == "softmax" for op, _, _ in walk_widths(program)):
+        return "FFN ReLU codes (softmax is smooth)"
+    return "activation regions" if is_piecewise_linear(program) else "spline pieces"
 
 
 def default_segment(box: Box) -> Segment:

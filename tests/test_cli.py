@@ -248,3 +248,13 @@ def test_exact_partition_respects_the_memory_cap(capsys, tmp_path):
     assert not target.exists()
     code, out, _ = run(capsys, "count", str(path), "--box", "-2", "2", "--json")
     assert code == 0 and json.loads(out)["regions"] > 0.0005 * 2**30 / 1536
+
+
+def test_softmax_counts_only_ffn_codes_and_refuses_exact(capsys, tmp_path):
+    path = tmp_path / "soft.npz"
+    run(capsys, "build", "random-transformer", "--attention", "softmax", "--out", str(path))
+    code, out, _ = run(capsys, "count", str(path), "--method", "sample", "--grid", "50", "--json")
+    assert code == 0 and json.loads(out)["kind"].startswith("FFN ReLU codes")
+    for method in ("line", "exact"):
+        code, _, err = run(capsys, "count", str(path), "--method", method)
+        assert code == 1 and "smooth" in _one_error_line(err)

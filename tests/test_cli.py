@@ -2,9 +2,9 @@ import json
 
 import numpy as np
 import pytest
-from regioncount_cli.main import main
 
 from regioncount._io import load_model
+from regioncount_cli.main import main
 
 
 def run(capsys, *argv):

@@ -9,7 +9,6 @@ import shapely
 from _nets import lines_mlp
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
-from regioncount_cli.main import main
 
 from regioncount import MLP, random_maxout, random_mlp, random_transformer
 from regioncount._domain import Box, Segment, Slice
@@ -38,6 +37,7 @@ from regioncount.plotting import (
 from regioncount.plotting._output import new_figure
 from regioncount.plotting._regions import draw_partition, shared_edges
 from regioncount.theory import compile_maxout
+from regioncount_cli.main import main
 
 BOX = Box(-1.0, 1.0, 2)
 

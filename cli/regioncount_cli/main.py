@@ -80,7 +80,12 @@ def count(
         typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal)."),
     ] = None,
     end: Annotated[str | None, typer.Option("--to", help="Segment end, comma-separated.")] = None,
-    memory_cap: Annotated[float, typer.Option(help="Memory cap in GiB: bounds the distinct-code table of a sampled count and the regions of an exact 2D partition.")] = 4.0,
+    memory_cap: Annotated[
+        float,
+        typer.Option(
+            help="Memory cap in GiB: bounds the distinct-code table of a sampled count and the regions of an exact 2D partition."
+        ),
+    ] = 4.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     out: Annotated[
         Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")

@@ -22,8 +22,29 @@ def _vec(a, n: int | None = None) -> np.ndarray:
     return v
 
 
+class _AffineDomain:
+    """A domain whose inputs are an affine image ``x = x0 + V u`` of its parameters (see ``input_map``)."""
+
+    def to_input(self, U: np.ndarray) -> np.ndarray:
+        """Parameter points ``(..., dim)`` -> inputs ``(..., q)``."""
+        x0, V = self.input_map()
+        return x0 + np.asarray(U, dtype=np.float64) @ V.T
+
+
+class _RectangleParams(_AffineDomain):
+    """Parameters range over the rectangle ``[lo, hi]``."""
+
+    @property
+    def param_lo(self) -> np.ndarray:
+        return self.lo
+
+    @property
+    def param_hi(self) -> np.ndarray:
+        return self.hi
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class Box:
+class Box(_RectangleParams):
     """The box ``[lo, hi]`` in R^q; scalars broadcast to ``dim`` coordinates."""
 
     lo: np.ndarray
@@ -44,24 +65,13 @@ class Box:
     def dim(self) -> int:
         return int(self.lo.shape[0])
 
-    @property
-    def param_lo(self) -> np.ndarray:
-        return self.lo
-
-    @property
-    def param_hi(self) -> np.ndarray:
-        return self.hi
-
-    def to_input(self, U: np.ndarray) -> np.ndarray:
-        return np.asarray(U, dtype=np.float64)
-
     def input_map(self) -> tuple[np.ndarray, np.ndarray]:
         """``(x0, V)`` with ``x = x0 + V @ u``; ``V`` is ``(q, dim)``."""
         return np.zeros(self.dim), np.eye(self.dim)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Slice:
+class Slice(_RectangleParams):
     """The 2D slice ``x = x0 + u1 v1 + u2 v2`` over the rectangle ``[lo, hi]`` in ``(u1, u2)``."""
 
     x0: np.ndarray
@@ -82,24 +92,12 @@ class Slice:
 
     dim = 2
 
-    @property
-    def param_lo(self) -> np.ndarray:
-        return self.lo
-
-    @property
-    def param_hi(self) -> np.ndarray:
-        return self.hi
-
-    def to_input(self, U: np.ndarray) -> np.ndarray:
-        U = np.asarray(U, dtype=np.float64)
-        return self.x0 + U[..., :1] * self.v1 + U[..., 1:2] * self.v2
-
     def input_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self.x0, np.stack([self.v1, self.v2], axis=1)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Segment:
+class Segment(_AffineDomain):
     """The segment ``x = a + t (b - a)``, ``t in [0, 1]``."""
 
     a: np.ndarray
@@ -123,10 +121,6 @@ class Segment:
     @property
     def param_hi(self) -> np.ndarray:
         return np.ones(1)
-
-    def to_input(self, U: np.ndarray) -> np.ndarray:
-        U = np.asarray(U, dtype=np.float64)
-        return self.a + U[..., :1] * (self.b - self.a)
 
     def input_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self.a, (self.b - self.a)[:, None]

@@ -20,7 +20,7 @@ def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
         assert r["bound"] == (transformer_maxout_lower(1, 4, 2, r["depth"]) if r["depth"] >= 3 else None)
         assert r["random_sample_mean"] <= 40 * 40 and r["random_chao1_mean"] >= r["random_sample_mean"]
         assert len(r["random"]["line_pieces"]) == 2
-    assert rows[2]["constructed"] == rows[2]["bound"] == 67
+    assert rows[2]["constructed"] == rows[2]["constructed_linear"] == rows[2]["bound"] == 67
     # compact: D - 1 maxout layers in D blocks, counted exactly under the cap
     assert rows[2]["compact"] == maxout_lower([4, 4], 2, 4) and rows[2]["compact_beats_bound"] is True
     # over --region-cap: not counted, the construction's formula reported instead
@@ -51,4 +51,4 @@ def test_depth_nine_construction_meets_thm44_exactly():
     row = constructed_row(9, region_cap=0)
     assert row["constructed"] is None  # region_cap 0: not counted, formula reported
     row = constructed_row(9)
-    assert row["constructed"] == row["bound"] == 160_867
+    assert row["constructed"] == row["constructed_linear"] == row["bound"] == 160_867

@@ -497,8 +497,10 @@ def _fmt(v, digits: int = 0) -> str:
 
 
 def _exact_or_formula(row: dict, key: str) -> str:
+    """An exact count (activation regions, then '/ linear' where merging leaves fewer), or the formula."""
     if row[key] is not None:
-        return _fmt(row[key])
+        linear = row.get(key + "_linear")
+        return _fmt(row[key]) + (f" / {_fmt(linear)}" if linear is not None and linear != row[key] else "")
     return f"[dim]({row[key + '_formula']:.2g})[/dim]" if row[key + "_formula"] else ""
 
 
@@ -519,7 +521,8 @@ def scan_table(rows: list[dict], title: str) -> Table:
             f"{r['seconds']:.1f}",
         )
     table.caption = (
-        "Exact: Thm 4.4 bound; paper = bound-attaining Transformer (3 blocks per maxout layer); compact = same "
+        "Exact: Thm 4.4 bound (on linear regions); paper = bound-attaining Transformer (3 blocks per maxout "
+        "layer), activation regions, '/ linear regions' where fewer; compact = same "
         "construction with D-1 maxout layers in D blocks, (formula) where over --region-cap; rand. line = exact "
         "pieces of random hardmax Transformers on the box diagonal. Lower bounds (≥): sampled 2D counts of random "
         "hardmax Transformers, sampled spline pieces of random ReLU-attention ones; mean±sd over seeds."

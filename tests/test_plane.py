@@ -297,3 +297,60 @@ def test_row_batches_give_the_same_partition(net, monkeypatch):
     assert seen[-1][0] == total and all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
     with pytest.raises(MemoryCapError):
         partition_plane(net, dom, max_regions=whole.n_regions - 1)
+
+
+@pytest.mark.parametrize("layout", ["paper", "compact"])
+def test_identical_query_rows_share_their_decision(layout):
+    """A compiled Transformer's heads have one query on every token: the engine decides each head once and
+    copies the decision; codes and outputs still match the forward pass, the partition the Maxout's."""
+    from regioncount.networks import Attention, walk_widths
+    from regioncount.networks._ops import op_code_length
+    from regioncount.theory._compile import compile_maxout
+
+    mo = random_maxout(2, (4, 3), 3, seed=1)
+    tf = compile_maxout(mo, -1.0, 2.0, layout)
+    dom = Box(-1, 2, 2)
+    part = partition_plane(tf, dom)
+    forward_check(part, tf, dom)
+    ref = partition_plane(mo, dom)
+    assert part.n_regions == ref.n_regions > 10
+    np.testing.assert_allclose(np.sort(part.areas), np.sort(ref.areas), rtol=1e-9, atol=0)
+    program, pos, n_att = tf.lower(), 0, 0
+    for op, w_in, _ in walk_widths(program):
+        w = op_code_length(op, w_in, program.tokens)
+        if isinstance(op, Attention):
+            heads = part.codes[:, pos : pos + w].reshape(part.n_regions, op.heads, program.tokens)
+            assert np.all(heads == heads[:, :, :1])
+            n_att += 1
+        pos += w
+    assert n_att == 2 and pos == part.code_length
+
+
+def test_queries_differing_on_one_parent_are_not_merged():
+    from regioncount.engines._plane import _same_units
+
+    rng = np.random.default_rng(0)
+    F, quad = rng.normal(size=(5, 4, 3, 3)), np.zeros((5, 4, 3, 3))
+    F[:, 1], F[:, 3] = F[:, 0], F[:, 2]
+    F[4, 3, 2, 1] += 1e-15  # query 3 differs from query 2 on one parent only
+    tol, ctol, act = np.ones((1, 4, 3)), np.ones((1, 4, 3)), np.ones((5, 4, 3), bool)
+    np.testing.assert_array_equal(_same_units(F, quad, tol, ctol, act), [0, 0, 2, 3])
+    act[0, 1, 2] = False  # a different allowed set
+    np.testing.assert_array_equal(_same_units(F, quad, tol, ctol, act), [0, 1, 2, 3])
+
+
+def test_keys_beaten_by_their_first_clip_are_dropped_only_then():
+    from regioncount.engines._plane import _Engine
+
+    V = np.array([[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])  # a triangle, padded
+    # pieces f0 = 0, f1 = 10 (beats everything), f2 = u1 (crosses f0)
+    F = np.zeros((1, 3, 3))
+    F[0, 2, 1] = 10.0
+    F[0, 0, 2] = 1.0
+    tl = np.full((1, 3), 1e-12)
+    act = np.ones((1, 3), bool)
+    # piece 0 is clipped first against piece 1, which beats it; piece 2 first against piece 0, which
+    # never beats it; piece 1 first against piece 2, which it beats
+    np.testing.assert_array_equal(_Engine._beaten(V, F, tl, act), [[True, False, False]])
+    act[0, 1] = False  # piece 0's first allowed rival is now piece 2, which does not beat it everywhere
+    np.testing.assert_array_equal(_Engine._beaten(V, F, tl, act), [[False, False, False]])

@@ -713,6 +713,36 @@ class _Engine:
             win[sl] = np.where(np.all(ok, axis=-1), r, -1)
         return win
 
+    @staticmethod
+    def _beaten(V, F, tl, act) -> np.ndarray:
+        """``(n, k)``: piece ``r`` loses by more than twice the clip tolerance ``tl_r + tl_j``, at every vertex
+        of the polygon ``V (n, M, 2)``, to the first allowed piece ``j`` it is clipped against in
+        :meth:`_argmax_unit` (``F (n, 3, k)``, ``tl, act (n, k)``).
+
+        That clip is then the first one its cell meets and leaves no vertex on the positive side (the margin
+        dwarfs rounding), so the cell dies there, untouched: dropping it before any geometry changes
+        nothing, not even the width of the polygon store."""
+        n, M, _ = V.shape
+        k = F.shape[2]
+        beaten = np.zeros((n, k), bool)
+        if k < 2 or n == 0:
+            return beaten
+        # clip order of piece r: j = r + 1, r + 2, ... (mod k); the first allowed one
+        js = (np.arange(k)[:, None] + np.arange(1, k)) % k  # (k, k - 1)
+        step = max(1, _CHUNK // (M * k))
+        for lo in range(0, n, step):
+            sl = slice(lo, lo + step)
+            a = act[sl][:, js]  # (n, k, k - 1)
+            j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
+            ok = np.any(a, axis=2)
+            v = V[sl]
+            f = v[..., 0, None] * F[sl, None, 0] + v[..., 1, None] * F[sl, None, 1] + F[sl, None, 2]  # (n, M, k)
+            fj = np.take_along_axis(f, np.broadcast_to(j[:, None, :], f.shape), axis=2)
+            gap = (fj - f).min(axis=1)  # (n, k): min over vertices of f_j - f_r
+            t = tl[sl]
+            beaten[sl] = ok & (gap > 2 * (t + np.take_along_axis(t, j, axis=1)))
+        return beaten
+
     def _argmax_unit(self, u: int, F_u, tol_u, act_u, win_u, R0: int):
         """Split every region whose op-start parent has no single winner for unit ``u`` into argmax cells.
 
@@ -727,14 +757,16 @@ class _Engine:
         Rc = cand.size
         par = anc[cand]
         base = self.take_tags(R0 * k * (k - 1) // 2)
+        tl = np.broadcast_to(tol_u, (R0, k)) if tol_u.shape[0] == 1 else tol_u
+        Vc = st.V[cand]
+        keep = act_u[par] & ~self._beaten(Vc, F_u[par], tl[par], act_u[par])
         owner = np.repeat(np.arange(Rc), k)
         r = np.tile(np.arange(k), Rc)
-        keep = act_u[par[owner], r]
+        keep = keep.reshape(-1)
         owner, r = owner[keep], r[keep]
-        V = st.V[cand][owner]
+        V = Vc[owner]
         nv = st.nv[cand][owner]
         tg = st.tag[cand][owner]
-        tl = np.broadcast_to(tol_u, (R0, k)) if tol_u.shape[0] == 1 else tol_u
         canon = _line_classes(F_u, np.unique(par), k)
         for m in range(1, k):
             j = (r + m) % k
@@ -833,32 +865,65 @@ class _Engine:
             ctol[0, u] = CURV_TOL * sb + NOISE * sa
             hb_out += (hb @ np.abs(op.Wv[h])).max(axis=0) @ np.abs(op.Wo[h])
         act = np.broadcast_to(np.tile(allowed, (H, 1))[None], (R0, U, T)).copy()
-        self._check_curvature(F, quad, tol, ctol, act)
-        win = self._argmax_start(F, tol, act)
+        # Queries whose scores, tolerances and allowed keys are identical on every parent (e.g. a head
+        # whose query does not depend on the token) make identical decisions: only the first of each
+        # class is decided, the others copy its digit column (every later split copies rows whole).
+        rep = _same_units(F, quad, tol, ctol, act)
+        first = np.flatnonzero(rep == np.arange(U))
+        Fr, quad_r, act_r = F[:, first], quad[:, first], act[:, first]
+        tol_r, ctol_r = tol[:, first], ctol[:, first]
+        self._check_curvature(Fr, quad_r, tol_r, ctol_r, act_r, first)
+        act[:, first] = act_r
+        act = act[:, rep]
+        win = self._argmax_start(Fr, tol_r, act_r)
         dt = np.uint8 if T <= 256 else np.int32
-        st.add_extra("digits", np.maximum(win, 0).astype(dt))
-        for u in np.flatnonzero(np.any(win < 0, axis=0)):
-            self._argmax_unit(int(u), F[:, u], tol[:, u], act[:, u], win[:, u], R0)
+        col = np.searchsorted(first, rep)  # column of each query's class in Fr, win
+        st.add_extra("digits", np.maximum(win, 0).astype(dt)[:, col])
+        for u in np.flatnonzero(np.any(win < 0, axis=0)[col]):
+            k = int(col[u])
+            if rep[u] == u:
+                self._argmax_unit(int(u), Fr[:, k], tol_r[:, k], act_r[:, k], win[:, k], R0)
+            else:
+                self.take_tags(R0 * T * (T - 1) // 2)  # the tags its cuts would have had: none are made
         st.sort_by_parent()
+        st.extra["digits"][: st.n] = st.extra["digits"][: st.n][:, rep]
         digits = st.extra["digits"][: st.n].astype(np.int64)
         anc = st.anc[: st.n]
         R = st.n
         out = np.zeros((R, 3, T, d))
+        # query tokens whose every head falls in the same classes get the same output, summed in the same
+        # order: compute it for the first and copy it
+        sig = {}
+        for i in range(T):
+            sig.setdefault(tuple(rep[h * T + i] for h in range(H)), i)
         for h in range(H):
-            for i in range(T):
+            done: dict[int, np.ndarray] = {}
+            for i in sorted(sig.values()):
                 u = h * T + i
-                j = digits[:, u]
-                # keys whose score equals the winner's identically are tied: hardmax averages them
-                dF = np.abs(F[anc, u] - np.take_along_axis(F[anc, u], j[:, None, None], -1))
-                dQ = np.abs(quad[anc, u] - np.take_along_axis(quad[anc, u], j[:, None, None], -1))
-                tied = act[anc, u] & np.all(dF <= 2 * tol[0, u], axis=1) & np.all(dQ <= 2 * ctol[0, u], axis=1)
-                wts = tied / tied.sum(axis=1, keepdims=True)
-                out[:, :, i, :] += np.einsum("rj,rcjd->rcd", wts, VO[h][anc])
+                if rep[u] not in done:
+                    # A region's head output depends only on its parent and its winner: build it once per
+                    # (parent, winner) and look it up per region.
+                    G = np.empty((T, R0, 3, d))
+                    for j in range(T):
+                        # keys whose score equals the winner's identically are tied: hardmax averages them
+                        dF = np.abs(F[:, u] - F[:, u, :, j, None])
+                        dQ = np.abs(quad[:, u] - quad[:, u, :, j, None])
+                        tied = act[:, u] & np.all(dF <= 2 * tol[0, u], axis=1) & np.all(dQ <= 2 * ctol[0, u], axis=1)
+                        with np.errstate(invalid="ignore", divide="ignore"):  # j not allowed: never a winner
+                            wts = tied / tied.sum(axis=1, keepdims=True)
+                        G[j] = np.einsum("rj,rcjd->rcd", wts, VO[h])
+                    done[rep[u]] = G.reshape(T * R0, 3, d)
+                out[:, :, i, :] += np.take(done[rep[u]], digits[:, u] * R0 + anc, axis=0)
+        for key, i in sig.items():
+            for i2 in range(i + 1, T):
+                if tuple(rep[h * T + i2] for h in range(H)) == key:
+                    out[:, :, i2, :] = out[:, :, i, :]
         return out, ("digits", U, st.extra["digits"][: st.n].copy()), hb_out
 
-    def _check_curvature(self, F, quad, tol, ctol, act):
+    def _check_curvature(self, F, quad, tol, ctol, act, units):
         """Where the competing keys' quadratic parts differ, drop keys provably beaten on the whole
-        polygon; if curved rivals remain, the boundary is a quadric: refuse."""
+        polygon; if curved rivals remain, the boundary is a quadric: refuse. ``units[u]`` is the query
+        index (h T + i) of column ``u``."""
         st = self.st
         R0, U, _, T = F.shape
         ref = np.argmax(act, axis=-1)  # first allowed key
@@ -891,13 +956,32 @@ class _Engine:
         rival = act[rr, uu] & np.any(np.abs(q - qbest) > ctol[0, uu][:, None], axis=1)
         if rival.any():
             n = int(np.flatnonzero(rival.any(axis=1))[0])
-            u = int(uu[n])
+            u = int(units[uu[n]])
             j = int(np.flatnonzero(rival[n])[0])
             raise CurvedBoundaryError(
                 f"hardmax attention (head {u // T}, query {u % T}): the boundary between keys {int(best[n])} and "
                 f"{j} is curved (a quadric) on this domain, and the plane engine only splits along lines; "
                 "use --method line (exact along segments) or --method sample"
             )
+
+
+def _same_units(F, quad, tol, ctol, act) -> np.ndarray:
+    """For each query ``u`` of ``F, quad (R0, U, 3, T)``, ``tol, ctol (1, U, T)``, ``act (R0, U, T)``: the
+    smallest ``v`` whose scores, tolerances and allowed keys equal ``u``'s exactly on every parent."""
+    U = F.shape[1]
+    rep = np.arange(U)
+    arrays = (F, quad, tol, ctol, act)
+    seen: dict[tuple, list[int]] = {}
+    for u in range(U):
+        # a hash of the bytes finds the candidates; equality is then checked exactly
+        key = tuple(hash(np.ascontiguousarray(a[:, u]).tobytes()) for a in arrays)
+        for v in seen.get(key, []):
+            if all(np.array_equal(a[:, u], a[:, v]) for a in arrays):
+                rep[u] = v
+                break
+        else:
+            seen.setdefault(key, []).append(u)
+    return rep
 
 
 def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:

@@ -354,3 +354,28 @@ def test_keys_beaten_by_their_first_clip_are_dropped_only_then():
     np.testing.assert_array_equal(_Engine._beaten(V, F, tl, act), [[True, False, False]])
     act[0, 1] = False  # piece 0's first allowed rival is now piece 2, which does not beat it everywhere
     np.testing.assert_array_equal(_Engine._beaten(V, F, tl, act), [[False, False, False]])
+
+
+def test_shared_token_outputs_outside_a_residual():
+    """Attention whose query tokens share outputs, feeding a residual, an Affine, a ReLU or the output
+    directly (not added to a residual stream): codes and outputs still match the forward pass."""
+    from regioncount.networks import Attention, Program, ReLU, Residual
+    from regioncount.theory._compile import compile_maxout
+
+    prog = compile_maxout(random_maxout(2, (3, 3), 3, seed=4), -1.0, 2.0, "compact").lower()
+    ops = prog.ops
+    att = [k for k, op in enumerate(ops) if isinstance(op, Residual) and isinstance(op.body[0], Attention)]
+    a0, a1 = att[0], att[-1]
+    leaf0, leaf1 = ops[a0].body[0], ops[a1].body[0]
+    dom = Box(-1, 2, 2)
+    variants = [
+        ops[:a0] + (leaf0,) + ops[a0 + 1 :],  # into the next residual block
+        ops[:a1] + (leaf1,) + ops[a1 + 1 :],  # into the readout Affine
+        ops[:a1] + (leaf1, ReLU()) + ops[a1 + 1 :],  # into a ReLU
+        ops[:a1] + (leaf1,),  # to the output
+    ]
+    for v in variants:
+        net = Program(prog.tokens, prog.input_dim, tuple(v), prog.out_token)
+        part = partition_plane(net, dom)
+        assert part.n_regions > 1
+        forward_check(part, net, dom)

@@ -296,9 +296,32 @@ class _Masked:
         return r[on], j[on]
 
 
+@dataclasses.dataclass
+class _Tokens:
+    """Maps whose token slices repeat, kept unexpanded: token ``i`` of every row is ``parts[cls[i]]``
+    (``(R, 3, d)`` each). Attention makes them when several query tokens get the same output."""
+
+    parts: list
+    cls: list
+
+    def full(self) -> np.ndarray:
+        R, _, d = self.parts[0].shape
+        out = np.empty((R, 3, len(self.cls), d))
+        for i, c in enumerate(self.cls):
+            out[:, :, i, :] = self.parts[c]
+        return out
+
+    def add_to(self, out: np.ndarray):
+        """``out += self``, token by token (the same sums as adding the expanded maps)."""
+        for i, c in enumerate(self.cls):
+            out[:, :, i, :] += self.parts[c]
+
+
 def _materialise(A) -> np.ndarray:
     if isinstance(A, _Masked):
         return A.rows(slice(None))
+    if isinstance(A, _Tokens):
+        return A.full()
     return A
 
 
@@ -324,6 +347,8 @@ def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray):
 def _affine(A, op: Affine, hb: np.ndarray):
     """``H @ W.T + b`` on every region's map; returns the maps ``(R, 3, T, d_out)`` and the magnitude bound."""
     W, b = op.W, op.b
+    if isinstance(A, _Tokens):
+        A = A.full()
     bb = b if b.ndim == 2 else b[None, :]
     hb_out = hb @ np.abs(W).T + np.abs(bb)
     T, d_out = hb.shape[0], W.shape[0]
@@ -411,6 +436,8 @@ def _splits(ops) -> bool:
 
 def _take_rows(A, lo: int, hi: int):
     """Rows ``lo:hi`` of the maps (a lazy ReLU output keeps only the parents those rows need)."""
+    if isinstance(A, _Tokens):
+        return _Tokens([p[lo:hi] for p in A.parts], A.cls)
     if not isinstance(A, _Masked):
         return A[lo:hi]
     plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1
@@ -510,7 +537,15 @@ class _Engine:
             if isinstance(op, Residual):
                 A_in, hb_in = _materialise(A), hb
                 A_b, hb_b, par = self.run(op.body, A_in, hb)
-                A = _materialise(A_b) + A_in[par]
+                same = par.size == A_in.shape[0] and np.array_equal(par, np.arange(par.size))
+                if isinstance(A_b, _Tokens):
+                    A = A_in.copy() if same else A_in[par]
+                    A_b.add_to(A)  # x + y == y + x exactly
+                elif same:
+                    A = _materialise(A_b) + A_in  # no region split: no gather
+                else:
+                    A = A_in[par]  # a fresh array: add in place (x + y == y + x exactly)
+                    A += _materialise(A_b)
                 hb = hb_in + hb_b
             else:
                 A, hb, new, par = self.leaf(op, A, hb)
@@ -890,15 +925,15 @@ class _Engine:
         digits = st.extra["digits"][: st.n].astype(np.int64)
         anc = st.anc[: st.n]
         R = st.n
-        out = np.zeros((R, 3, T, d))
         # query tokens whose every head falls in the same classes get the same output, summed in the same
-        # order: compute it for the first and copy it
-        sig = {}
-        for i in range(T):
-            sig.setdefault(tuple(rep[h * T + i] for h in range(H)), i)
+        # order: it is computed once, for the first of them, and kept unexpanded (see _Tokens)
+        sig: dict[tuple, int] = {}
+        cls = [sig.setdefault(tuple(rep[h * T + i] for h in range(H)), len(sig)) for i in range(T)]
+        firsts = [cls.index(c) for c in range(len(sig))]
+        parts = [np.zeros((R, 3, d)) for _ in firsts]
         for h in range(H):
             done: dict[int, np.ndarray] = {}
-            for i in sorted(sig.values()):
+            for c, i in enumerate(firsts):
                 u = h * T + i
                 if rep[u] not in done:
                     # A region's head output depends only on its parent and its winner: build it once per
@@ -913,12 +948,8 @@ class _Engine:
                             wts = tied / tied.sum(axis=1, keepdims=True)
                         G[j] = np.einsum("rj,rcjd->rcd", wts, VO[h])
                     done[rep[u]] = G.reshape(T * R0, 3, d)
-                out[:, :, i, :] += np.take(done[rep[u]], digits[:, u] * R0 + anc, axis=0)
-        for key, i in sig.items():
-            for i2 in range(i + 1, T):
-                if tuple(rep[h * T + i2] for h in range(H)) == key:
-                    out[:, :, i2, :] = out[:, :, i, :]
-        return out, ("digits", U, st.extra["digits"][: st.n].copy()), hb_out
+                parts[c] += np.take(done[rep[u]], digits[:, u] * R0 + anc, axis=0)
+        return _Tokens(parts, cls), ("digits", U, st.extra["digits"][: st.n].copy()), hb_out
 
     def _check_curvature(self, F, quad, tol, ctol, act, units):
         """Where the competing keys' quadratic parts differ, drop keys provably beaten on the whole

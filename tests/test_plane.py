@@ -340,9 +340,10 @@ def test_queries_differing_on_one_parent_are_not_merged():
 
 
 def test_keys_beaten_by_their_first_clip_are_dropped_only_then():
-    from regioncount.engines._plane import _Engine
+    from regioncount.engines._plane import _discs, _Engine
 
     V = np.array([[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])  # a triangle, padded
+    cen, rad = _discs(V, np.array([3]))
     # pieces f0 = 0, f1 = 10 (beats everything), f2 = u1 (crosses f0)
     F = np.zeros((1, 3, 3))
     F[0, 2, 1] = 10.0
@@ -351,9 +352,9 @@ def test_keys_beaten_by_their_first_clip_are_dropped_only_then():
     act = np.ones((1, 3), bool)
     # piece 0 is clipped first against piece 1, which beats it; piece 2 first against piece 0, which
     # never beats it; piece 1 first against piece 2, which it beats
-    np.testing.assert_array_equal(_Engine._beaten(V, F, tl, act), [[True, False, False]])
+    np.testing.assert_array_equal(_Engine._beaten(cen, rad, F, tl, act), [[True, False, False]])
     act[0, 1] = False  # piece 0's first allowed rival is now piece 2, which does not beat it everywhere
-    np.testing.assert_array_equal(_Engine._beaten(V, F, tl, act), [[False, False, False]])
+    np.testing.assert_array_equal(_Engine._beaten(cen, rad, F, tl, act), [[False, False, False]])
 
 
 def test_shared_token_outputs_outside_a_residual():

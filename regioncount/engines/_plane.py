@@ -749,34 +749,25 @@ class _Engine:
         return win
 
     @staticmethod
-    def _beaten(V, F, tl, act) -> np.ndarray:
-        """``(n, k)``: piece ``r`` loses by more than twice the clip tolerance ``tl_r + tl_j``, at every vertex
-        of the polygon ``V (n, M, 2)``, to the first allowed piece ``j`` it is clipped against in
-        :meth:`_argmax_unit` (``F (n, 3, k)``, ``tl, act (n, k)``).
+    def _beaten(cen, rad, F, tl, act) -> np.ndarray:
+        """``(n, k)``: piece ``r`` loses by more than twice the clip tolerance ``tl_r + tl_j``, on the whole
+        disc ``(cen (n, 2), rad (n,))`` that holds a polygon, to the first allowed piece ``j`` it is clipped
+        against in :meth:`_argmax_unit` (``F (n, 3, k)``, ``tl, act (n, k)``).
 
         That clip is then the first one its cell meets and leaves no vertex on the positive side (the margin
         dwarfs rounding), so the cell dies there, untouched: dropping it before any geometry changes
         nothing, not even the width of the polygon store."""
-        n, M, _ = V.shape
-        k = F.shape[2]
-        beaten = np.zeros((n, k), bool)
+        n, _, k = F.shape
         if k < 2 or n == 0:
-            return beaten
+            return np.zeros((n, k), bool)
         # clip order of piece r: j = r + 1, r + 2, ... (mod k); the first allowed one
         js = (np.arange(k)[:, None] + np.arange(1, k)) % k  # (k, k - 1)
-        step = max(1, _CHUNK // (M * k))
-        for lo in range(0, n, step):
-            sl = slice(lo, lo + step)
-            a = act[sl][:, js]  # (n, k, k - 1)
-            j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
-            ok = np.any(a, axis=2)
-            v = V[sl]
-            f = v[..., 0, None] * F[sl, None, 0] + v[..., 1, None] * F[sl, None, 1] + F[sl, None, 2]  # (n, M, k)
-            fj = np.take_along_axis(f, np.broadcast_to(j[:, None, :], f.shape), axis=2)
-            gap = (fj - f).min(axis=1)  # (n, k): min over vertices of f_j - f_r
-            t = tl[sl]
-            beaten[sl] = ok & (gap > 2 * (t + np.take_along_axis(t, j, axis=1)))
-        return beaten
+        a = act[:, js]  # (n, k, k - 1)
+        j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
+        g = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2) - F  # f_j - f_r, (n, 3, k)
+        low = g[:, 0] * cen[:, :1] + g[:, 1] * cen[:, 1:] + g[:, 2]
+        low -= np.sqrt(g[:, 0] ** 2 + g[:, 1] ** 2) * rad[:, None] * (1 + 1e-9)
+        return np.any(a, axis=2) & (low > 2 * (tl + np.take_along_axis(tl, j, axis=1)))
 
     def _argmax_unit(self, u: int, F_u, tol_u, act_u, win_u, R0: int):
         """Split every region whose op-start parent has no single winner for unit ``u`` into argmax cells.
@@ -794,7 +785,7 @@ class _Engine:
         base = self.take_tags(R0 * k * (k - 1) // 2)
         tl = np.broadcast_to(tol_u, (R0, k)) if tol_u.shape[0] == 1 else tol_u
         Vc = st.V[cand]
-        keep = act_u[par] & ~self._beaten(Vc, F_u[par], tl[par], act_u[par])
+        keep = act_u[par] & ~self._beaten(st.cen[cand], st.rad[cand], F_u[par], tl[par], act_u[par])
         owner = np.repeat(np.arange(Rc), k)
         r = np.tile(np.arange(k), Rc)
         keep = keep.reshape(-1)

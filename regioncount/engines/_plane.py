@@ -142,7 +142,8 @@ def _cut(V, nv, s, sg, tag, newtag, sides=(1, -1)):
         Vo[dest] = X
         To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
         Vo = Vo.reshape(N, Mo, 2)
-        Vo = np.where((np.arange(Mo) >= n_out[:, None])[..., None], Vo[:, :1], Vo)
+        pr, pc = np.nonzero(np.arange(Mo) >= n_out[:, None])
+        Vo[pr, pc] = Vo[pr, 0]  # padding repeats the first vertex
         out.append((Vo, n_out, To.reshape(N, Mo)))
     return out
 
@@ -382,7 +383,11 @@ def _affine(A, op: Affine, hb: np.ndarray):
                 x = A.base[plo : plo + step] * A.fixed[plo : plo + step].reshape(-1, 1, T, d)
                 P0 = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
                 lo, hi = cuts[k], cuts[k + 1]
-                out[lo:hi] = P0[A.parent[lo:hi] - plo]
+                idx = A.parent[lo:hi] - plo
+                if idx.size == P0.shape[0] and np.array_equal(idx, np.arange(idx.size)):
+                    out[lo:hi] = P0  # no parent split in this chunk: a plain copy, no gather
+                else:
+                    out[lo:hi] = P0[idx]
             t, dj = j // d, j % d
             key = r * T + t
             new = np.r_[True, key[1:] != key[:-1]]

@@ -42,7 +42,7 @@ build_app = typer.Typer(
 app.add_typer(build_app, name="build")
 
 
-def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, method: str):
+def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end):
     if lo >= hi:
         raise DomainError(f"LO must be below HI, got LO={lo}, HI={hi}")
     if start is not None or end is not None:
@@ -100,7 +100,7 @@ def count(
     def run():
         net = load_model(model)
         dom = _domain(
-            net.input_dim if hasattr(net, "input_dim") else 0,
+            net.input_dim,
             box[0],
             box[1],
             parse_vector(origin, "--origin"),
@@ -108,7 +108,6 @@ def count(
             parse_vector(dir2, "--dir2"),
             parse_vector(start, "--from"),
             parse_vector(end, "--to"),
-            method,
         )
         with LazyProgress(f"counting ({method})") as bar:
             return count_regions(

@@ -114,12 +114,11 @@ def forward_keys(program: Program, X, multipliers, prefixes: tuple[int, ...] | N
     if prefixes is None:
         keys = hash_codes(codes, multipliers)[:, None, :]
     else:
-        ends = [p for p in prefixes]
         lanes = []
         for lane in range(2):
             partial = jnp.cumsum(c * multipliers[lane], axis=1)
             partial = jnp.concatenate([jnp.zeros((c.shape[0], 1), jnp.uint64), partial], axis=1)
-            lanes.append(partial[:, jnp.asarray(ends)])
+            lanes.append(partial[:, jnp.asarray(prefixes)])
         keys = jnp.stack(lanes, axis=-1)
     head = jnp.concatenate([jnp.ones((1, keys.shape[1]), bool), jnp.any(keys[1:] != keys[:-1], axis=-1)])
     return keys, head, ties

@@ -259,8 +259,6 @@ def grid_codes(net, domain, grid: int) -> tuple[np.ndarray, np.ndarray]:
 
     program = lower(net)
     lo, hi = _param_box(domain)
-    dim = lo.size
-    axes = [lo[i] + (np.arange(grid) + 0.5) * (hi[i] - lo[i]) / grid for i in range(dim)]
-    U = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, dim)
+    U = _grid_points(0, grid**lo.size, grid, lo, (hi - lo) / grid)  # the very points count_sampled visits
     _, codes, _ = forward_codes(program, domain.to_input(U))
     return U, np.asarray(codes)

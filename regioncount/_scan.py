@@ -30,9 +30,9 @@ from collections.abc import Callable
 from ._domain import Box, Segment
 from .engines._line import walk_line
 from .engines._sample import count_sampled_prefixes
-from .networks import depth_code_ends, pad_to_depth, random_transformer, truncate
+from .networks import depth_code_ends, random_transformer, truncate
 from .theory._bounds import transformer_maxout_lower
-from .theory._compile import compile_maxout
+from .theory._compile import bound_attaining_transformer, compile_maxout
 from .theory._constructions import product_maxout, product_maxout_regions
 
 CSV_COLUMNS = (
@@ -90,8 +90,8 @@ def constructed_row(
     row["constructed_formula"] = product_maxout_regions((width,) * L, q, tokens) if L else None
     row["constructed"] = row["constructed_linear"] = None
     if L and row["constructed_formula"] <= region_cap:
-        net = compile_maxout(product_maxout((width,) * L, q, tokens), box.lo, box.hi, "paper")
-        row["constructed"], row["constructed_linear"] = _exact_count(pad_to_depth(net, D), box)
+        net, _ = bound_attaining_transformer(m, tokens, q, D, "paper", lo=box.lo, hi=box.hi)
+        row["constructed"], row["constructed_linear"] = _exact_count(net, box)
 
     # Compact layout: D - 1 maxout layers in D blocks.
     Lc = D - 1

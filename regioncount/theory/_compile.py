@@ -202,7 +202,7 @@ def compile_maxout(net: Maxout, lo, hi, layout: str = "paper") -> Transformer:
     )
 
 
-def bound_attaining_transformer(m: int, T: int, q: int, D: int, layout: str = "paper", seed: int = 0):
+def bound_attaining_transformer(m: int, T: int, q: int, D: int, layout: str = "paper", seed: int = 0, lo=-1.0, hi=2.0):
     """The transformer that meets Gu, Yang, Zhou 2026 (arXiv 2603.03084) Thm 4.4: :func:`product_maxout`
     with width mT, rank T, n0 = q and L = floor(D/3) layers, compiled on the box [-1, 2]^q.
 
@@ -217,7 +217,8 @@ def bound_attaining_transformer(m: int, T: int, q: int, D: int, layout: str = "p
     L = D // 3
     widths = (m * T,) * L
     net = product_maxout(widths, q, T, seed=seed)
-    lo, hi = np.full(q, -1.0), np.full(q, 2.0)
+    box = Box(lo, hi, q)
+    lo, hi = box.lo, box.hi
     tf = compile_maxout(net, lo, hi, layout)
     if layout == "paper":
         tf = pad_to_depth(tf, D)

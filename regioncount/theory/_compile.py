@@ -204,7 +204,7 @@ def compile_maxout(net: Maxout, lo, hi, layout: str = "paper") -> Transformer:
 
 def bound_attaining_transformer(m: int, T: int, q: int, D: int, layout: str = "paper", seed: int = 0, lo=-1.0, hi=2.0):
     """The transformer that meets Gu, Yang, Zhou 2026 (arXiv 2603.03084) Thm 4.4: :func:`product_maxout`
-    with width mT, rank T, n0 = q and L = floor(D/3) layers, compiled on the box [-1, 2]^q.
+    with width mT, rank T, n0 = q and L = floor(D/3) layers, compiled on the box [lo, hi]^q (default [-1, 2]^q, which holds every crossing).
 
     The paper layout is padded with identity blocks to exactly D blocks; the compact one has L + 1.
     Returns ``(transformer, info)``; ``info`` holds the parameters, ``bound`` (Thm 4.4),

@@ -7,9 +7,11 @@ from . import _config  # noqa: F401  (float64 everywhere)
 from ._count import count_regions as count_regions
 from ._domain import Box as Box, Segment as Segment, Slice as Slice
 from ._errors import (
+    CertificateError as CertificateError,
     CurvedBoundaryError as CurvedBoundaryError,
     DegreeTooHighError as DegreeTooHighError,
     DomainError as DomainError,
+    InexactError as InexactError,
     MemoryCapError as MemoryCapError,
     ModelFileError as ModelFileError,
     NotPiecewiseError as NotPiecewiseError,
@@ -37,7 +39,7 @@ from .networks import (
     random_transformer as random_transformer,
     truncate as truncate,
 )
-from .results import Partition as Partition
+from .results import Partition as Partition, certify as certify
 from .theory import (
     BOUNDS as BOUNDS,
     bound_attaining_transformer as bound_attaining_transformer,

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ._domain import Box, Segment, Slice
-from ._errors import MemoryCapError, RegionCountError
+from ._errors import CertificateError, MemoryCapError, RegionCountError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
@@ -41,6 +41,7 @@ def count_regions(
     seed: int = 0,
     memory_cap: int | None = None,
     progress=None,
+    certify: bool = False,
 ) -> dict:
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
@@ -48,8 +49,14 @@ def count_regions(
     ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
     :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, or
     the line engine on a 1D box / segment. Always present: ``regions``, ``linear_regions`` (None where not
-    computed), ``method``, ``exact``, ``seconds``, ``kind``.
+    computed), ``method``, ``exact``, ``seconds``, ``kind``. An exact 2D count adds ``predicates`` (vertex
+    sign tests), ``exact_predicates`` (those decided in exact rational arithmetic), ``assumed_identities``
+    (attention ties or straight boundaries taken from equal floats; ``exact`` is false unless 0) and
+    ``smallest_area``; with ``certify=True`` also ``certificate`` (see :func:`regioncount.results.certify`),
+    and a failed check raises :class:`CertificateError`.
     """
+    if certify and method != "exact":
+        raise RegionCountError("certify applies to exact 2D counts (method 'exact')")
     if method not in METHODS:
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     kind = region_kind(net)
@@ -100,13 +107,31 @@ def count_regions(
                     f"the exact partition passed {max_regions:,} regions, about what fits in the "
                     f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
                 ) from None
-            out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
+            st = part.stats
+            out = {
+                "regions": int(part.n_regions),
+                "linear_regions": int(part.linear_regions()),
+                "predicates": st["predicates"],
+                "exact_predicates": st["exact_predicates"],
+                "assumed_identities": st["assumed"],
+                "smallest_area": st["min_area"],
+            }
+            if certify:
+                from .results._certify import certify as run_certify
+
+                cert = run_certify(part, net)
+                out["certificate"] = cert
+                if not cert["passed"]:
+                    failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if not v["passed"]]
+                    raise CertificateError("the certificate failed: " + "; ".join(failed))
+            out.update(method=method, exact=st["assumed"] == 0, kind=kind)
         else:
             raise RegionCountError(
                 f"exact counting needs a 1D or 2D domain but the box is {domain.dim}D: give a 2D slice "
                 "(--origin/--dir1/--dir2), use --method line along a segment, or --method sample"
             )
-        out.update(method=method, exact=True, kind=kind)
+        out.setdefault("exact", True)
+        out.update(method=method, kind=kind)
     out["seconds"] = time.perf_counter() - t0
     return out
 

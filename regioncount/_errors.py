@@ -27,3 +27,12 @@ class NotPiecewiseError(RegionCountError):
 
 class DegreeTooHighError(RegionCountError):
     """The line engine's polynomials would exceed the supported degree."""
+
+
+class InexactError(RegionCountError):
+    """An exact engine could not decide a predicate exactly (float bounds too wide, no exact fallback), or
+    float64 overflowed: it stops rather than give a number it cannot stand behind."""
+
+
+class CertificateError(RegionCountError):
+    """An independent check of an exact result failed (``--certify``)."""

@@ -1,6 +1,7 @@
 """The exact 2D ``plane`` engine: closed forms, degeneracies, and cross-checks against the JAX forward pass."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -135,13 +136,24 @@ def test_duplicate_dead_and_zero_units():
     dom = Box(-1.5, 1.5, 2)
     base = tangent_lines_mlp(4, seed=3)
     W, b = base.weights[0], base.biases[0]
-    # exact duplicates, a negated copy (same line, other side on), a scaled copy, dead and always-on units
-    W2 = np.concatenate([W, W[:2], -W[2:3], 2.5 * W[3:4], np.zeros((2, 2))])
-    b2 = np.concatenate([b, b[:2], -b[2:3], 2.5 * b[3:4], [-1.0, 1.0]])
+    # exact duplicates, a negated copy (same line, other side on), a scaled copy (by 4: exact in float64),
+    # dead and always-on units
+    W2 = np.concatenate([W, W[:2], -W[2:3], 4.0 * W[3:4], np.zeros((2, 2))])
+    b2 = np.concatenate([b, b[:2], -b[2:3], 4.0 * b[3:4], [-1.0, 1.0]])
     net = MLP((W2, np.ones((1, len(b2)))), (b2, np.zeros(1)))
     part = partition_plane(net, dom)
     assert part.n_regions == 1 + 4 + 6
     forward_check(part, net, dom)
+    # a copy scaled by 2.5 is rounded in float64: a different line, nearly the same, which meets the first one
+    # outside the box, so the thin strip between them crosses every region the line crosses (4 of them)
+    W25, b25 = W2.copy(), b2.copy()
+    W25[7], b25[7] = 2.5 * W[3], 2.5 * b[3]
+    l1, l2 = [Fraction(v) for v in (*W[3], b[3])], [Fraction(v) for v in (*W25[7], b25[7])]
+    assert l1[0] * l2[1] != l1[1] * l2[0] or l1[0] * l2[2] != l1[2] * l2[0]  # not proportional, exactly
+    net25 = MLP((W25, np.ones((1, len(b25)))), (b25, np.zeros(1)))
+    part25 = partition_plane(net25, dom)
+    assert part25.n_regions == 11 + 4
+    assert part25.areas.min() < 1e-12 * part.areas.min()
     # a zero-weight second layer (constant units of every sign) and an identity layer h -> relu(h) = h
     n = len(b2)
     W_zero, b_zero = np.zeros((3, n)), np.array([0.5, -0.5, 0.0])
@@ -248,12 +260,11 @@ def test_max_regions_and_progress():
     assert part.codes.shape[1] == code_length(lower(random_mlp(2, [5, 5])))
 
 
-def test_area_tol_drops_slivers():
-    # x + y = 2 - 1e-7 cuts a corner triangle of area 5e-15 of the unit box
+def test_slivers_are_regions():
+    # x + y = 2 - 1e-7 cuts a corner triangle of area 5e-15 of the unit box: a region like any other
     dom = Box(0, 1, 2)
     net = line_mlp([(1.0, 1.0, -(2 - 1e-7))])
-    assert partition_plane(net, dom, area_tol=1e-12).n_regions == 1
-    part = partition_plane(net, dom, area_tol=0.0)
+    part = partition_plane(net, dom)
     assert part.n_regions == 2
     delta = 2 - (2 - 1e-7)  # the cut as represented in float64
     assert math.isclose(part.areas.min(), delta**2 / 2, rel_tol=1e-6)
@@ -343,12 +354,12 @@ def test_keys_beaten_by_their_first_clip_are_dropped_only_then():
     from regioncount.engines._plane import _discs, _Engine
 
     V = np.array([[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])  # a triangle, padded
-    cen, rad = _discs(V, np.array([3]))
+    cen, rad = _discs(V, np.array([3]), np.zeros((1, 4)))
     # pieces f0 = 0, f1 = 10 (beats everything), f2 = u1 (crosses f0)
     F = np.zeros((1, 3, 3))
     F[0, 2, 1] = 10.0
     F[0, 0, 2] = 1.0
-    tl = np.full((1, 3), 1e-12)
+    tl = np.full((1, 3), 1e-12)  # coefficient error bounds
     act = np.ones((1, 3), bool)
     # piece 0 is clipped first against piece 1, which beats it; piece 2 first against piece 0, which
     # never beats it; piece 1 first against piece 2, which it beats

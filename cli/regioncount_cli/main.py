@@ -90,6 +90,14 @@ def count(
     out: Annotated[
         Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
     ] = None,
+    certify: Annotated[
+        bool,
+        typer.Option(
+            "--certify",
+            help="exact 2D: check the partition independently (areas, witness codes, neighbours, Euler, "
+            "halfplanes) and report each check under 'certificate'; a failed check is an error.",
+        ),
+    ] = False,
 ):
     """Count the regions of a model on a box, a 2D slice or a segment."""
     if method not in METHODS:
@@ -119,6 +127,7 @@ def count(
                 seed=seed,
                 memory_cap=int(memory_cap * 2**30),
                 progress=bar,
+                certify=certify,
             )
 
     res = guarded(run)
@@ -145,6 +154,15 @@ def count(
                 if isinstance(v, float) and key == "chao1"
                 else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"),
             )
+    if "exact_predicates" in res:
+        table.add_row("sign tests decided exactly", f"{res['exact_predicates']:,} of {res['predicates']:,}")
+        if res["smallest_area"] is not None:
+            table.add_row("smallest region area", f"{res['smallest_area']:.3g}")
+        if res["assumed_identities"]:
+            table.add_row("attention identities assumed, not proven", f"{res['assumed_identities']:,}")
+    if "certificate" in res:
+        for name, chk in res["certificate"]["checks"].items():
+            table.add_row(f"certificate: {name}", ("passed: " if chk["passed"] else "FAILED: ") + chk["detail"])
     table.add_row("method", res["method"])
     table.add_row("seconds", f"{res['seconds']:.2f}")
     stdout.print(table)

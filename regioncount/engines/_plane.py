@@ -31,28 +31,52 @@ Every edge carries an integer tag naming the line (op, unit, parent) that create
 a cut get the same tag, which lets :meth:`Partition.adjacency` group edges exactly instead of by
 floating-point line keys.
 
-Tolerances: a vertex value ``|s| <= SNAP * scale + NOISE * bound`` counts as on the line, where
-``scale`` is the largest coefficient norm of that unit's map over the regions and ``bound`` an a-priori
-bound on the unit's magnitude (covers rounding in long sums). A split whose smaller side has relative
-area below ``area_tol`` is not made (the sliver is not a region).
+Exactness (docs/design.md §3): no tolerance decides whether a region exists. Every map column carries a
+rigorous bound on the distance of its float coefficients from the exact ones (``_exact``), every vertex a
+radius that holds the exact vertex (the intersection of the exact lines of its two edges), and every sign
+test is decided by its float value only where that value is farther from zero than its error bound. The
+rest are decided exactly in integer arithmetic from the float lines where those are exact (``eb == 0``:
+dyadic constructions), and otherwise by recomputing the lines exactly from the network's weights and the
+region's code (``_exact_lines``). A split is made whenever the exact signs at a polygon's vertices differ,
+however small a part it leaves; a vertex exactly on a line creates no new vertex.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
 from .._domain import Box, Slice
-from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError
+from .._errors import CurvedBoundaryError, DomainError, InexactError, MemoryCapError, NotPiecewiseError
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._partition import Partition
+from ._exact import (
+    EPS,
+    INEXACT_G,
+    TINY,
+    ZERO_G,
+    ExactMap,
+    affine_bounds,
+    column_granularity,
+    exact_frame_error,
+    exact_maps_at,
+    exact_scores,
+    finite_or_raise,
+    gamma,
+    int_intersection,
+    int_vertex_sign,
+    intersection,
+    sum_bounds,
+    vertex_sign,
+)
 
-SNAP = 1e-11
-NOISE = 1e-13
-CURV_TOL = 1e-9
+#: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
+ALIAS_TOL = 1e-9
 #: Number of float64 values a chunked temporary may hold.
 _CHUNK = 1 << 18
 #: Edge tags 0..3 are the domain's sides; tags of cuts start here.
@@ -70,9 +94,26 @@ def _eval(V: np.ndarray, w: np.ndarray) -> np.ndarray:
     return V[..., 0] * w[:, 0, None] + V[..., 1] * w[:, 1, None] + w[:, 2, None]
 
 
-def _signs(s: np.ndarray, tol) -> np.ndarray:
-    """-1, 0, +1 per vertex value, with ``|s| <= tol`` snapped to 0 (``tol`` broadcasts against ``s``)."""
-    return (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
+def _eval_bound(V: np.ndarray, R: np.ndarray, w: np.ndarray, e: np.ndarray):
+    """Values of lines ``w (N, 3)`` (coefficient error ``e (N,)``) at vertices ``V (N, M, 2)`` (exact vertex
+    within ``R (N, M)``) and a bound ``(N, M)`` on the distance of each value from the exact one: rounding
+    of the three-term sum, the coefficients' error and the vertex's displacement."""
+    s = _eval(V, w)
+    aw = np.abs(w)
+    ax, ay = np.abs(V[..., 0]), np.abs(V[..., 1])
+    d = gamma(3) * (ax * aw[:, 0, None] + ay * aw[:, 1, None] + aw[:, 2, None])
+    d += e[:, None] * (1.0 + ax + ay + 2.0 * R)
+    d += (aw[:, 0, None] + aw[:, 1, None]) * R
+    # an exactly zero bound (exact line and vertex, and an exact sum) stays zero: it proves s == 0
+    return s, np.where(d > 0, d * (1.0 + 16 * EPS) + TINY, 0.0)
+
+
+def _float_signs(s: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """+1 / -1 where the value is farther than its bound from zero, 0 where it is exactly zero (``d == 0``),
+    and 2 where the float value cannot decide."""
+    sg = np.where(s > d, 1, np.where(s < -d, -1, 2)).astype(np.int8)
+    sg[(d == 0) & (s == 0)] = 0
+    return sg
 
 
 def _areas(V: np.ndarray) -> np.ndarray:
@@ -84,24 +125,29 @@ def _areas(V: np.ndarray) -> np.ndarray:
     return 0.5 * np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
 
 
-def _discs(V: np.ndarray, nv: np.ndarray):
+def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
     """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
-    the polygon."""
+    the exact polygon (each exact vertex lies within ``R`` of its float one)."""
     M = V.shape[1]
     ctr = (V.sum(axis=1) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
-    rad = np.sqrt(np.max(np.sum((V - ctr[:, None]) ** 2, axis=-1), axis=1))
+    rad = np.max(np.sqrt(np.sum((V - ctr[:, None]) ** 2, axis=-1)) + R, axis=1) * (1 + 1e-12)
     return ctr, rad
 
 
-def _cut(V, nv, s, sg, tag, newtag, sides=(1, -1)):
+def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     """The parts ``side * s >= 0`` of padded polygons, for each side in ``sides``.
 
-    ``V (N, M, 2)``, counts ``nv``, vertex values ``s`` and snapped signs ``sg`` ``(N, M)``, edge tags
-    ``(N, M)`` (tag ``j`` is the edge from vertex ``j`` to ``j+1``), ``newtag (N,)`` for the cut. Each part
-    keeps its vertices on that side (in order) and gains the crossing points of the edges whose ends have
-    strictly opposite signs; an edge keeps its tag, the new edge along the cut gets ``newtag``. A crossing
-    point is interpolated from the positive end towards the negative one, so two polygons sharing an edge
-    compute bitwise the same point. Returns a list of ``(V (N, Mo, 2), counts (N,), tags (N, Mo))``.
+    ``V (N, M, 2)``, counts ``nv``, vertex values ``s``, exact signs ``sg``, value bounds ``d`` and vertex
+    radii ``R`` ``(N, M)``, edge tags ``(N, M)`` (tag ``j`` is the edge from vertex ``j`` to ``j+1``), ``newtag
+    (N,)`` for the cut. Each part keeps its vertices on that side (in order) and gains the crossing points of
+    the edges whose ends have strictly opposite signs; an edge keeps its tag, the new edge along the cut gets
+    ``newtag``. A crossing point is interpolated from the positive end towards the negative one, so two
+    polygons sharing an edge compute bitwise the same point; its radius bounds the distance to the exact
+    crossing (the error of both end values, the ends' radii and rounding). Where an end's float value does
+    not have its exact sign the interpolation is meaningless: such points get radius inf and are listed in
+    ``bad`` (indices into the crossing list) with their two lines' tags, for the caller to place exactly.
+    Returns ``(parts, bad_info)``: a list of ``(V (N, Mo, 2), counts (N,), tags (N, Mo), radii (N, Mo),
+    crossing slots (N, Mo) -1 or crossing index)`` and ``(edge tags, cut tags, rows)`` of the crossings.
     """
     N, M = sg.shape
     E = M - 1  # the last slot is always padding
@@ -112,12 +158,25 @@ def _cut(V, nv, s, sg, tag, newtag, sides=(1, -1)):
     ri = fc // E
     fa = fc + ri  # start vertex of each crossing edge, in (N, M)
     Vf, sf, gf, tf = V.reshape(-1, 2), s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
-    pos_first = (gf[fa] > 0)[:, None]
+    df, Rf = d.reshape(-1), R.reshape(-1)
+    pos_first = gf[fa] > 0
+    pf = pos_first[:, None]
     Pa, Pb = Vf[fa], Vf[fa + 1]
-    sa, sb = sf[fa][:, None], sf[fa + 1][:, None]
-    Pp, Pm = np.where(pos_first, Pa, Pb), np.where(pos_first, Pb, Pa)
+    sa, sb = sf[fa], sf[fa + 1]
+    Pp, Pm = np.where(pf, Pa, Pb), np.where(pf, Pb, Pa)
     sp, sm = np.where(pos_first, sa, sb), np.where(pos_first, sb, sa)
-    X = Pp + (sp / (sp - sm)) * (Pm - Pp)
+    dp, dm = np.where(pos_first, df[fa], df[fa + 1]), np.where(pos_first, df[fa + 1], df[fa])
+    rp, rm = np.where(pos_first, Rf[fa], Rf[fa + 1]), np.where(pos_first, Rf[fa + 1], Rf[fa])
+    a, b = sp, -sm
+    good = (a > dp) & (b > dm)
+    with np.errstate(all="ignore"):  # where good is False these are meaningless, and replaced
+        X = Pp + (a / (a + b))[:, None] * (Pm - Pp)
+        dt = (a * dm + b * dp) / ((a + b) * (a + b - dp - dm)) + 4 * EPS
+        L = np.sqrt(np.sum((Pm - Pp) ** 2, axis=1))
+        rX = np.maximum(rp, rm) + dt * (L + rp + rm) + 8 * EPS * (np.abs(Pp).sum(axis=1) + np.abs(Pm).sum(axis=1))
+        rX = np.where(good, rX * (1 + 1e-12) + TINY, np.inf)
+    X[~good] = 0.0
+    bad = np.flatnonzero(~good)
     g_next = gf[fa + 1]
     valid = np.arange(E) < nv[:, None]
     out = []
@@ -130,22 +189,29 @@ def _cut(V, nv, s, sg, tag, newtag, sides=(1, -1)):
         Mo = int(n_out.max(initial=0)) + 1
         Vo = np.empty((N * Mo, 2))
         To = np.full(N * Mo, -1, np.int64)
+        Ro = np.zeros(N * Mo)
+        Co = np.full(N * Mo, -1, np.int64)
         fv = np.flatnonzero(ev)
         vi = fv // E
         fm = fv + vi
         dest = vi * Mo + off[fv]
         Vo[dest] = Vf[fm]
+        Ro[dest] = Rf[fm]
         # a vertex on the cut whose next vertex is on the other side starts the new edge
         starts_cut = (gf[fm] == 0) & (gf[fm + 1] * sd < 0)
         To[dest] = np.where(starts_cut, newtag[vi], tf[fm])
         dest = ri * Mo + off[fc] + ev.reshape(-1)[fc]
         Vo[dest] = X
+        Ro[dest] = rX
+        Co[dest] = np.arange(fc.size)
         To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
         Vo = Vo.reshape(N, Mo, 2)
+        Ro = Ro.reshape(N, Mo)
         pr, pc = np.nonzero(np.arange(Mo) >= n_out[:, None])
         Vo[pr, pc] = Vo[pr, 0]  # padding repeats the first vertex
-        out.append((Vo, n_out, To.reshape(N, Mo)))
-    return out
+        Ro[pr, pc] = Ro[pr, 0]
+        out.append((Vo, n_out, To.reshape(N, Mo), Ro, Co.reshape(N, Mo)))
+    return out, (tf[fa][bad], newtag[ri][bad], bad)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -159,7 +225,8 @@ class _Store:
 
     def __init__(self, V, nv, tag, cap_check):
         self.V, self.nv, self.tag = V, nv, tag
-        self.cen, self.rad = _discs(V, nv)
+        self.R = np.zeros(V.shape[:2])  # radius around each float vertex that holds the exact one
+        self.cen, self.rad = _discs(V, nv, self.R)
         self.n = V.shape[0]
         self.anc = np.arange(self.V.shape[0])
         self.extra: dict[str, np.ndarray] = {}
@@ -169,6 +236,7 @@ class _Store:
         """A new store holding copies of rows ``lo:hi``."""
         st = _Store.__new__(_Store)
         st.V, st.nv, st.tag = self.V[lo:hi].copy(), self.nv[lo:hi].copy(), self.tag[lo:hi].copy()
+        st.R = self.R[lo:hi].copy()
         st.cen, st.rad = self.cen[lo:hi].copy(), self.rad[lo:hi].copy()
         st.n = hi - lo
         st.anc = np.arange(st.n)
@@ -189,7 +257,7 @@ class _Store:
         order: later ops then work on parents in chunks that map to contiguous runs of regions."""
         n = self.n
         order = np.argsort(self.anc[:n], kind="stable")
-        for name in ("V", "nv", "tag", "cen", "rad", "anc"):
+        for name in ("V", "nv", "tag", "R", "cen", "rad", "anc"):
             a = getattr(self, name)
             a[:n] = a[:n][order]
         for a in self.extra.values():
@@ -204,24 +272,29 @@ class _Store:
         V[:, self.M :] = self.V[:, :1]
         tag = np.full((cap, M), -1, np.int64)
         tag[:, : self.M] = self.tag
-        self.V, self.tag = V, tag
+        R = np.empty((cap, M))
+        R[:, : self.M] = self.R
+        R[:, self.M :] = self.R[:, :1]
+        self.V, self.tag, self.R = V, tag, R
 
-    def _write(self, rows, Vc, nvc, tagc):
+    def _write(self, rows, Vc, nvc, tagc, Rc):
         Mc = Vc.shape[1]
         self._widen(Mc)
         self.V[rows, :Mc] = Vc
         self.tag[rows, :Mc] = tagc
+        self.R[rows, :Mc] = Rc
         if Mc < self.M:
             self.V[rows, Mc:] = Vc[:, :1]
             self.tag[rows, Mc:] = -1
+            self.R[rows, Mc:] = Rc[:, :1]
         self.nv[rows] = nvc
-        self.cen[rows], self.rad[rows] = _discs(Vc, nvc)
+        self.cen[rows], self.rad[rows] = _discs(Vc, nvc, Rc)
 
-    def set_rows(self, rows, Vc, nvc, tagc):
+    def set_rows(self, rows, Vc, nvc, tagc, Rc):
         """Replace the polygons in ``rows`` (their parent and per-op columns stay)."""
-        self._write(rows, Vc, nvc, tagc)
+        self._write(rows, Vc, nvc, tagc, Rc)
 
-    def append(self, Vc, nvc, tagc, src_rows) -> np.ndarray:
+    def append(self, Vc, nvc, tagc, Rc, src_rows) -> np.ndarray:
         """Append polygons whose parent (and per-op columns) are copied from ``src_rows``; returns their rows."""
         m = Vc.shape[0]
         self.cap_check(self.n + m)
@@ -232,13 +305,14 @@ class _Store:
             self.V = _grow(self.V, new)
             self.nv = _grow(self.nv, new)
             self.tag = _grow(self.tag, new)
+            self.R = _grow(self.R, new)
             self.cen = _grow(self.cen, new)
             self.rad = _grow(self.rad, new)
             self.anc = _grow(self.anc, new)
             for k, v in self.extra.items():
                 self.extra[k] = _grow(v, new)
         rows = slice(self.n, need)
-        self._write(rows, Vc, nvc, tagc)
+        self._write(rows, Vc, nvc, tagc, Rc)
         self.anc[rows] = self.anc[src_rows]
         for v in self.extra.values():
             v[rows] = v[src_rows]
@@ -345,14 +419,35 @@ def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray):
         out[lo : lo + step] = (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:-1] + (W.shape[0],))
 
 
-def _affine(A, op: Affine, hb: np.ndarray):
-    """``H @ W.T + b`` on every region's map; returns the maps ``(R, 3, T, d_out)`` and the magnitude bound."""
+@dataclasses.dataclass(frozen=True)
+class _Bounds:
+    """Per map column ``(T, d)``, over every region: ``hb`` bounds the 1-norm of the three coefficients (so
+    ``|h|`` on ``[-1, 1]^2``), ``eb`` their distance from the exact coefficients, ``ge`` their granularity
+    while exact (see ``_exact``). ``same_u``: the ``u`` coefficients of every token are identical, as exact
+    values (the embedding gives every token the same ``E x``; token-wise ops keep it)."""
+
+    hb: np.ndarray
+    eb: np.ndarray
+    ge: np.ndarray
+    same_u: bool = False
+    #: bound on ``|a1| + |a2|`` alone (the ``u`` coefficients): 0 proves a column constant on the domain
+    hu: np.ndarray | None = None
+
+    def u_bound(self) -> np.ndarray:
+        return self.hb if self.hu is None else self.hu
+
+    def check_finite(self):
+        finite_or_raise(self.hb, self.eb)
+
+
+def _affine(A, op: Affine, bd: _Bounds):
+    """``H @ W.T + b`` on every region's map; returns the maps ``(R, 3, T, d_out)`` and their bounds."""
     W, b = op.W, op.b
     if isinstance(A, _Tokens):
         A = A.full()
     bb = b if b.ndim == 2 else b[None, :]
-    hb_out = hb @ np.abs(W).T + np.abs(bb)
-    T, d_out = hb.shape[0], W.shape[0]
+    hb_out, eb_out, ge_out = affine_bounds(bd.hb, bd.eb, bd.ge, W, b)
+    T, d_out = bd.hb.shape[0], W.shape[0]
     if not isinstance(A, _Masked):
         out = np.empty(A.shape[:3] + (d_out,))
         _matmul_rows(A, W, out)
@@ -411,7 +506,9 @@ def _affine(A, op: Affine, hb: np.ndarray):
                 x = A.rows(slice(lo, lo + step))
                 out[lo : lo + step] = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
     out[:, 2] += bb
-    return out, hb_out
+    bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)
+    bd_out.check_finite()
+    return out, bd_out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -426,6 +523,7 @@ class _Piece:
     verts: np.ndarray
     nv: np.ndarray
     tags: np.ndarray
+    rad: np.ndarray
     areas: np.ndarray
     maps: np.ndarray
     blocks: list
@@ -452,13 +550,15 @@ def _take_rows(A, lo: int, hi: int):
 class _Engine:
     """Applies a program's ops to a store of regions. Once a store holds more than ``batch`` regions at a
     top-level op boundary, the rest of the program runs on row batches one after the other, so the working
-    set (maps are ``3 T d`` floats per region) stays bounded while finished regions are kept flat."""
+    set (maps are ``3 T d`` floats per region) stays bounded while finished regions are kept flat.
 
-    def __init__(self, program: Program, st: _Store, area_atol: float, progress, max_regions, batch: int):
+    It keeps a table of the lines its cuts were made along (tag -> float coefficients and their error), so
+    that a sign its float test cannot decide is decided exactly at the vertex where two of them meet."""
+
+    def __init__(self, program: Program, st: _Store, progress, max_regions, batch: int):
         self.program = program
         self.total = len(walk_widths(program))
         self.st = st
-        self.area_atol = area_atol
         self.blocks: list = []
         self.progress = progress
         self.max_regions = max_regions
@@ -470,6 +570,20 @@ class _Engine:
         self._step = 1.0
         self._shown = 0
         st.cap_check = self.cap_check
+        # the lines of the domain's sides (u2 = -1, u1 = 1, u2 = 1, u1 = -1), exact
+        sides = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, -1.0], [0.0, 1.0, -1.0], [1.0, 0.0, 1.0]])
+        self._lines: list = [(np.arange(4), sides, np.zeros(4))]
+        self._table = None
+        self.n_predicates = 0  # vertex sign tests
+        self.n_exact = 0  # of which decided in exact arithmetic
+        self.n_assumed = 0  # attention identities taken from equal floats (not proven)
+        # per op that cuts: the tags it allocated, its leaf position and its parents' codes, so that the exact
+        # line of any tag can be recomputed from the weights (see _exact_line)
+        self.records: list[dict] = []
+        self._rec_starts: list[int] = []
+        self.pos = 0  # leaf position of the op being run
+        self.M0 = None  # the exact input map (an ExactMap), set by partition_plane
+        self._exact_cache: dict = {}
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -490,20 +604,191 @@ class _Engine:
             self._shown = shown
             self.progress(shown, self.total)
 
+    # -- the line table and exact decisions ---------------------------------------------------------
+
+    def register(self, tags, w, e):
+        """Record that the cuts with ``tags`` were made along lines ``w (n, 3)`` with coefficient error ``e``."""
+        if len(tags):
+            self._lines.append((np.asarray(tags, np.int64), np.asarray(w, np.float64), np.asarray(e, np.float64)))
+            self._table = None
+
+    def _lookup(self, tags):
+        """Float coefficients ``(n, 3)`` and error ``(n,)`` of the lines with ``tags``. A tag recorded with two
+        different lines (aliased boundaries that are not bitwise the same line) gets error inf."""
+        if self._table is None:
+            t = np.concatenate([a for a, _, _ in self._lines])
+            w = np.concatenate([b for _, b, _ in self._lines])
+            e = np.concatenate([c for _, _, c in self._lines])
+            order = np.argsort(t, kind="stable")
+            t, w, e = t[order], w[order], e[order]
+            first = np.r_[True, t[1:] != t[:-1]]
+            idx = np.cumsum(first) - 1
+            ut = t[first]
+            uw = w[first]
+            ue = np.zeros(ut.size)
+            np.maximum.at(ue, idx, e)
+            differs = np.any(w != uw[idx], axis=1)
+            ue[idx[differs]] = np.inf
+            self._lines = [(ut, uw, ue)]
+            self._table = (ut, uw, ue)
+        ut, uw, ue = self._table
+        k = np.searchsorted(ut, tags)
+        k = np.minimum(k, ut.size - 1)
+        if not np.all(ut[k] == tags):
+            raise RuntimeError("internal error: an edge's line is missing from the line table")
+        return uw[k], ue[k]
+
+    def _refuse(self, what: str):
+        raise InexactError(
+            f"the plane engine could not decide {what} exactly: the float64 error bounds of this network's maps "
+            "are too wide there and its lines are not exact binary fractions; use --method line or --method sample "
+            "(lower bound)"
+        )
+
+    def decide(self, sg, tags, nv, w, e, wtag):
+        """Replace the undecided signs (2) in ``sg (n, M)`` by exact ones. ``tags (n, M)`` are the polygons'
+        edge tags, ``nv (n,)`` their vertex counts, ``w (n, 3)``, ``e (n,)`` and ``wtag (n,)`` the line being
+        tested (its float coefficients, their error, its tag)."""
+        self.n_predicates += int(np.sum(np.arange(sg.shape[1]) < nv[:, None]))
+        unk = sg == 2
+        if not unk.any():
+            return sg
+        M = sg.shape[1]
+        valid = np.arange(M) < nv[:, None]
+        rr, jj = np.nonzero(unk & valid)
+        prev = np.where(jj == 0, nv[rr] - 1, jj - 1)
+        l1, e1 = self._lookup(tags[rr, prev])
+        l2, e2 = self._lookup(tags[rr, jj])
+        self.n_exact += rr.size
+        t1, t2 = tags[rr, prev], tags[rr, jj]
+        for n in range(rr.size):
+            r = rr[n]
+            if e1[n] == 0 and e2[n] == 0 and e[r] == 0:
+                sg[r, jj[n]] = vertex_sign(l1[n], l2[n], w[r])
+            else:
+                sg[r, jj[n]] = int_vertex_sign(
+                    self._exact_line(int(t1[n])), self._exact_line(int(t2[n])), self._oriented_line(int(wtag[r]), w[r])
+                )
+        # padding slots repeat vertex 0
+        pr, pc = np.nonzero(unk & ~valid)
+        sg[pr, pc] = sg[pr, 0]
+        return sg
+
+    def _exact_point(self, ta, tb):
+        """Float points ``(n, 2)`` nearest the exact intersections of the lines tagged ``ta`` and ``tb``, and the
+        radius ``(n,)`` that holds each exact point."""
+        l1, e1 = self._lookup(ta)
+        l2, e2 = self._lookup(tb)
+        P = np.empty((ta.size, 2))
+        for n in range(ta.size):
+            if e1[n] == 0 and e2[n] == 0:
+                P[n] = intersection(l1[n], l2[n])
+            else:
+                P[n] = int_intersection(self._exact_line(int(ta[n])), self._exact_line(int(tb[n])))
+        return P, np.sqrt(np.sum(P**2, axis=1)) * (2 * EPS) + TINY
+
+    def record(self, kind: str, start: int, count: int, **info):
+        """Note that tags ``start .. start + count - 1`` belong to an op of ``kind`` at the current leaf, whose
+        parents have the codes in ``self.blocks``."""
+        self.records.append(
+            dict(kind=kind, start=start, end=start + count, leaf=self.pos, blocks=list(self.blocks), **info)
+        )
+        self._rec_starts.append(start)
+
+    def _exact_maps(self, rec: dict, p: int):
+        key = (id(rec), p)
+        hit = self._exact_cache.get(key)
+        if hit is None:
+            rows = []
+            for kind, w, arr in rec["blocks"]:
+                row = arr[p]
+                rows.append(np.unpackbits(row, count=w) if kind == "bits" else row)
+            hit = exact_maps_at(self.program, self.M0, rows, rec["leaf"])
+            self._exact_cache[key] = hit
+        return hit
+
+    def _exact_line(self, tag: int) -> tuple[int, int, int]:
+        """The exact line (integers, up to a positive factor) that the cuts with ``tag`` were made along,
+        recomputed from the network's weights and the code of the parent that was cut."""
+        if tag < _FIRST_TAG:
+            return ((0, 1, 1), (1, 0, -1), (0, 1, -1), (1, 0, 1))[tag]
+        key = ("line", tag)
+        if key in self._exact_cache:
+            return self._exact_cache[key]
+        i = bisect.bisect_right(self._rec_starts, tag) - 1
+        rec = self.records[i]
+        if not rec["start"] <= tag < rec["end"]:
+            raise RuntimeError("internal error: a tag belongs to no op")
+        off = tag - rec["start"]
+        if rec["kind"] == "relu":
+            p, j = divmod(off, rec["D"])
+            M = self._exact_maps(rec, p)
+            line = tuple(int(v) for v in M.N.reshape(3, -1)[:, j])
+        else:
+            pair, p = divmod(off, rec["R0"])
+            b = int((1 + np.sqrt(1 + 8 * pair)) // 2)
+            while b * (b - 1) // 2 > pair:
+                b -= 1
+            while (b + 1) * b // 2 <= pair:
+                b += 1
+            a = pair - b * (b - 1) // 2
+            M = self._exact_maps(rec, p)
+            if rec["kind"] == "groupmax":
+                k, u = rec["k"], rec["u"]
+                N = M.N.reshape(3, -1, k)[:, u]
+                line = tuple(int(x) - int(y) for x, y in zip(N[:, a], N[:, b], strict=True))
+            else:  # attention: query u = h T + i, keys a and b
+                op, T, u = rec["op"], rec["T"], rec["u"]
+                h, i = divmod(u, T)
+                F, Q2, _ = exact_scores(M, op.Wq[h], op.Wk[h])
+                if any(Q2[c, i, a] != Q2[c, i, b] for c in range(3)):
+                    self._refuse("an attention boundary that is curved in exact arithmetic")
+                line = tuple(int(F[c, i, a]) - int(F[c, i, b]) for c in range(3))
+        self._exact_cache[key] = line
+        return line
+
+    def _oriented_line(self, tag: int, w) -> tuple[int, int, int]:
+        """The exact line of ``tag`` with the orientation of its float version ``w``: a tag names a line, not
+        a side (an argmax pair's two clips test it with opposite signs)."""
+        line = self._exact_line(tag)
+        scale = max(abs(v) for v in line) or 1
+        dot = sum(Fraction(v, scale) * Fraction(float(x)) for v, x in zip(line, w, strict=True))
+        return tuple(-v for v in line) if dot < 0 else line  # type: ignore[return-value]
+
+    def cut(self, V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
+        """:func:`_cut`, with the crossings whose float interpolation is meaningless placed exactly."""
+        parts, (ta, tb, bad) = _cut(V, nv, s, sg, tag, newtag, d, R, sides)
+        if bad.size:
+            P, rP = self._exact_point(ta, tb)
+            for Vo, no, _t, Ro, Co in parts:
+                hit = np.isin(Co, bad)
+                k = np.searchsorted(bad, Co[hit])
+                Vo[hit] = P[k]
+                Ro[hit] = rP[k]
+                pr = np.flatnonzero(hit[:, 0])
+                if pr.size:  # padding repeats the first vertex
+                    pad = np.arange(Vo.shape[1]) >= no[pr, None]
+                    rows, cols = np.nonzero(pad)
+                    Vo[pr[rows], cols] = Vo[pr[rows], 0]
+                    Ro[pr[rows], cols] = Ro[pr[rows], 0]
+        return [(Vo, no, To, Ro) for Vo, no, To, Ro, _c in parts]
+
     # -- driver --------------------------------------------------------------------------------------
 
-    def solve(self, ops, A, hb, span: float) -> list[_Piece]:
-        """Apply the top-level ``ops`` to the current store (advancing progress by ``span`` leaf ops)."""
+    def solve(self, ops, A, bd, span: float, start: int = 0) -> list[_Piece]:
+        """Apply the top-level ``ops`` (whose first leaf is leaf ``start`` of the program) to the current
+        store, advancing progress by ``span`` leaf ops."""
         leaves = [_leaves(op) for op in ops]
         unit = span / max(1, sum(leaves))
         for k, op in enumerate(ops):
             if self.st.n > self.batch and _splits(ops[k:]):
-                return self._batched(ops[k:], A, hb, unit * sum(leaves[k:]))
+                return self._batched(ops[k:], A, bd, unit * sum(leaves[k:]), start + sum(leaves[:k]))
             self._step = unit
-            A, hb, _ = self.run([op], A, hb)
+            self.pos = start + sum(leaves[:k])
+            A, bd, _ = self.run([op], A, bd)
         return [self._finish(A)]
 
-    def _batched(self, ops, A, hb, span: float) -> list[_Piece]:
+    def _batched(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
         st, blocks = self.st, self.blocks
         n = st.n
         nb = -(-n // self.batch)
@@ -514,7 +799,7 @@ class _Engine:
             self.pending -= hi - lo
             self.st = st.subset(lo, hi)
             self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
-            pieces += self.solve(ops, _take_rows(A, lo, hi), hb, span / nb)
+            pieces += self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
         return pieces
 
     def _finish(self, A) -> _Piece:
@@ -527,6 +812,7 @@ class _Engine:
             st.V[:R][valid],
             nv,
             st.tag[:R][valid],
+            st.R[:R][valid],
             _areas(st.V[:R]),
             np.ascontiguousarray(A[:, :, self.program.out_token, :]),
             [(kind, w, a.copy()) for kind, w, a in self.blocks],
@@ -535,13 +821,13 @@ class _Engine:
         self.st = None
         return piece
 
-    def run(self, ops, A, hb):
-        """Apply ``ops``; returns maps, magnitude bound and the parent of each region at entry."""
+    def run(self, ops, A, bd):
+        """Apply ``ops``; returns maps, bounds and the parent of each region at entry."""
         chain = np.arange(self.st.n)
         for op in ops:
             if isinstance(op, Residual):
-                A_in, hb_in = _materialise(A), hb
-                A_b, hb_b, par = self.run(op.body, A_in, hb)
+                A_in, bd_in = _materialise(A), bd
+                A_b, bd_b, par = self.run(op.body, A_in, bd)
                 same = par.size == A_in.shape[0] and np.array_equal(par, np.arange(par.size))
                 if isinstance(A_b, _Tokens):
                     A = A_in.copy() if same else A_in[par]
@@ -551,43 +837,47 @@ class _Engine:
                 else:
                     A = A_in[par]  # a fresh array: add in place (x + y == y + x exactly)
                     A += _materialise(A_b)
-                hb = hb_in + hb_b
+                hb, eb, ge = sum_bounds(bd_in.hb, bd_in.eb, bd_in.ge, bd_b.hb, bd_b.eb, bd_b.ge)
+                bd = _Bounds(hb, eb, ge, bd_in.same_u and bd_b.same_u, bd_in.u_bound() + bd_b.u_bound())
+                bd.check_finite()
             else:
-                A, hb, new, par = self.leaf(op, A, hb)
+                A, bd, new, par = self.leaf(op, A, bd)
+                self.pos += 1
                 if par is not None:
                     self.blocks = [(kind, w, arr[par]) for kind, w, arr in self.blocks]
                 self.blocks += new
                 self._tick()
             if par is not None:
                 chain = chain[par]
-        return A, hb, chain
+        return A, bd, chain
 
-    def leaf(self, op, A, hb):
+    def leaf(self, op, A, bd):
         if isinstance(op, Affine):
-            A, hb = _affine(A, op, hb)
-            return A, hb, [], None
+            A, bd = _affine(A, op, bd)
+            return A, bd, [], None
         self.st.reset_parents()
         A = _materialise(A)
         if isinstance(op, ReLU):
-            A_new, block = self.relu(A, hb)
+            A_new, block = self.relu(A, bd)
+            bd = dataclasses.replace(bd, same_u=False)
         elif isinstance(op, GroupMax):
-            A_new, block, hb = self.groupmax(A, hb, op.k)
+            A_new, block, bd = self.groupmax(A, bd, op.k)
         elif isinstance(op, Attention):
-            A_new, block, hb = self.attention(A, hb, op)
+            A_new, block, bd = self.attention(A, bd, op)
         else:
             raise TypeError(f"unknown op {type(op).__name__}")
         par = self.st.anc[: self.st.n].copy()
-        return A_new, hb, [block], par
+        return A_new, bd, [block], par
 
     # -- ReLU ----------------------------------------------------------------------------------------
 
-    def relu(self, A: np.ndarray, hb: np.ndarray):
+    def relu(self, A: np.ndarray, bd: _Bounds):
         st = self.st
         R0, _, T, d = A.shape
         D = T * d
         Af = A.reshape(R0, 3, D)
-        tol = SNAP * _coef_bound(A).reshape(D) + NOISE * hb.reshape(D)
-        pos, neg = self._sides(Af, tol)
+        err = bd.eb.reshape(D)
+        pos, neg = self._sides(Af, err)
         cross = pos & neg
         st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
         # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
@@ -601,6 +891,7 @@ class _Engine:
         first = np.cumsum(cnt) - cnt
         st.add_extra("own", np.arange(R0))
         tag0 = self.take_tags(R0 * D)
+        self.record("relu", tag0, R0 * D, D=D)
         t = since = 0
         while True:
             anc, own = st.anc[: st.n], st.extra["own"][: st.n]
@@ -609,27 +900,47 @@ class _Engine:
                 break
             par = anc[cand]
             j = jj[first[own[cand]] + t]
-            made = self._relu_round(cand, Af[par, :, j], tol[j], j, tag0 + par * D + j)
+            made = self._relu_round(cand, Af[par, :, j], err[j], j, tag0 + par * D + j)
             t += 1
             since += 1
             if since >= 4 and cand.size > 8 * max(made, 1):
-                cnt, first, jj = self._reown(Af, tol, cnt, first, jj, t)
+                cnt, first, jj = self._reown(Af, err, cnt, first, jj, t)
                 t = since = 0
         st.sort_by_parent()
         bits = st.extra["bits"][: st.n]
         return _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross), ("bits", D, bits)
 
-    def _sides(self, Af: np.ndarray, tol: np.ndarray):
-        """Per parent and unit: does the unit take values > tol (pos) and < -tol (neg) on the polygon?
+    def _classify(self, rows, w, e):
+        """For polygons ``rows`` and lines ``w (n, 3)`` (error ``e (n,)``): may the line be positive / negative
+        somewhere on the exact polygon? A disc test settles most pairs; the rest are evaluated at the vertices,
+        an undecided vertex counting as both."""
+        st = self.st
+        sc, reach = _disc_reach(st.cen[rows], st.rad[rows], w, e)
+        pos, neg = sc > -reach, sc < reach
+        amb = np.flatnonzero(pos & neg)
+        if amb.size:
+            ra = rows[amb]
+            s, dv = _eval_bound(st.V[ra], st.R[ra], w[amb], e[amb])
+            sg = _float_signs(s, dv)
+            pos[amb] = np.any((sg == 1) | (sg == 2), axis=1)
+            neg[amb] = np.any((sg == -1) | (sg == 2), axis=1)
+        return pos, neg
 
-        A disc test (value at an interior point, gradient times the polygon's radius) settles most pairs;
-        the vertices are evaluated only for the pairs whose line may pass through the polygon.
+    def _sides(self, Af: np.ndarray, err: np.ndarray):
+        """Per parent and unit: may the unit take values > 0 (pos) and < 0 (neg) on the exact polygon?
+
+        A disc test (value at an interior point against the gradient times the radius, with every error
+        bound added) settles most pairs; the vertices are evaluated only for the pairs whose line may pass
+        through the polygon, an undecided vertex counting as both signs (the rounds then decide it exactly).
         """
         st = self.st
         R0, _, D = Af.shape
         pos = np.empty((R0, D), bool)
         neg = np.empty((R0, D), bool)
         amb_p, amb_j = [], []
+        # |c| <= 1 for every centre (they lie in the square), so the rounding of the value at the centre and
+        # the error of its coefficients are bounded per unit
+        k0 = (gamma(3) * np.abs(Af).sum(axis=1).max(axis=0, initial=0.0) + 3 * err) * (1 + 1e-9) + TINY
         step = max(1, _CHUNK // max(1, 4 * D))
         for lo in range(0, R0, step):
             sl = slice(lo, min(R0, lo + step))
@@ -637,8 +948,9 @@ class _Engine:
             a = Af[sl]
             sc = a[:, 0] * ctr[:, :1] + a[:, 1] * ctr[:, 1:] + a[:, 2]
             reach = np.sqrt(a[:, 0] ** 2 + a[:, 1] ** 2)
-            reach *= rad[:, None] * (1 + 1e-9)
-            reach += tol
+            reach += 2 * err
+            reach *= rad[:, None] * (1 + 16 * EPS)
+            reach += k0
             p = sc > reach
             n = sc < -reach
             pos[sl], neg[sl] = p, n
@@ -646,52 +958,54 @@ class _Engine:
             amb_p.append(p + lo)
             amb_j.append(j)
         p, j = np.concatenate(amb_p), np.concatenate(amb_j)
-        step = max(1, _CHUNK // (4 * st.M))
+        step = max(1, _CHUNK // (8 * st.M))
         for lo in range(0, p.size, step):
             q, k = p[lo : lo + step], j[lo : lo + step]
-            s = _eval(st.V[q], Af[q, :, k])
-            pos[q, k] = np.any(s > tol[k, None], axis=1)
-            neg[q, k] = np.any(s < -tol[k, None], axis=1)
+            s, dv = _eval_bound(st.V[q], st.R[q], Af[q, :, k], err[k])
+            sg = _float_signs(s, dv)
+            pos[q, k] = np.any((sg == 1) | (sg == 2), axis=1)
+            neg[q, k] = np.any((sg == -1) | (sg == 2), axis=1)
         return pos, neg
 
-    def _relu_round(self, cand, w, tol, j, newtag):
-        """Split the regions ``cand`` by the lines ``w (n, 3)`` (unit ``j (n,)``, tolerance ``tol (n,)``)."""
+    def _relu_round(self, cand, w, e, j, newtag):
+        """Split the regions ``cand`` by the lines ``w (n, 3)`` (unit ``j (n,)``, coefficient error ``e (n,)``)."""
         st = self.st
         # disc test first: only regions whose enclosing disc meets the line need their vertices
-        sc = st.cen[cand, 0] * w[:, 0] + st.cen[cand, 1] * w[:, 1] + w[:, 2]
-        reach = np.sqrt(w[:, 0] ** 2 + w[:, 1] ** 2) * st.rad[cand] * (1 + 1e-9) + tol
+        sc, reach = _disc_reach(st.cen[cand], st.rad[cand], w, e)
         one = sc > reach
         near = np.flatnonzero(np.abs(sc) <= reach)
         rows_n = cand[near]
         # only as many slots as the widest of these polygons needs (the rest repeat the first vertex)
         Mloc = int(st.nv[rows_n].max(initial=2)) + 1
-        V = st.V[rows_n, :Mloc]
-        s = _eval(V, w[near])
-        sg = _signs(s, tol[near, None])
+        V, Rv = st.V[rows_n, :Mloc], st.R[rows_n, :Mloc]
+        tg_n = st.tag[rows_n, :Mloc]
+        nv_n = st.nv[rows_n]
+        wn, en = w[near], e[near]
+        s, dv = _eval_bound(V, Rv, wn, en)
+        sg = self.decide(_float_signs(s, dv), tg_n, nv_n, wn, en, newtag[near])
         haspos = np.any(sg > 0, axis=1)
         split = haspos & np.any(sg < 0, axis=1)
         one[near[haspos & ~split]] = True
         idx = np.flatnonzero(split)
         if idx.size:
             rows = rows_n[idx]
-            nv, tg = st.nv[rows], st.tag[rows][:, :Mloc]
-            (Vp, np_, tp), (Vm, nm, tm) = _cut(V[idx], nv, s[idx], sg[idx], tg, newtag[near[idx]])
-            ap, am = _areas(Vp), _areas(Vm)
-            ok = np.minimum(ap, am) >= self.area_atol
-            # a sliver is not a region: keep the polygon whole, on its larger side
-            one[near[idx[ok | (ap >= am)]]] = True
-            if ok.any():
-                rows_ok = rows[ok]
-                st.set_rows(rows_ok, Vp[ok], np_[ok], tp[ok])
-                st.append(Vm[ok], nm[ok], tm[ok], rows_ok)
+            nt = newtag[near[idx]]
+            self.register(nt, wn[idx], en[idx])
+            (Vp, np_, tp, Rp), (Vm, nm, tm, Rm) = self.cut(
+                V[idx], nv_n[idx], s[idx], sg[idx], tg_n[idx], nt, dv[idx], Rv[idx]
+            )
+            one[near[idx]] = True
+            st.set_rows(rows, Vp, np_, tp, Rp)
+            st.append(Vm, nm, tm, Rm, rows)
         on = np.flatnonzero(one)
         jo = j[on]
         st.extra["bits"][cand[on], jo >> 3] |= (1 << (7 - (jo & 7))).astype(np.uint8)
-        return int(ok.sum()) if idx.size else 0
+        return int(idx.size)
 
-    def _reown(self, Af, tol, cnt, first, jj, t: int):
+    def _reown(self, Af, err, cnt, first, jj, t: int):
         """Make every region the owner of the units left (from position ``t``) in its owner's list that
-        cross it; set the bits of the others. Returns the new lists ``(cnt, first, jj)`` per region."""
+        may cross it; set the bits of those it lies on the positive side of. Returns the new lists
+        ``(cnt, first, jj)`` per region."""
         st = self.st
         n = st.n
         own, anc = st.extra["own"][:n], st.anc[:n]
@@ -703,15 +1017,7 @@ class _Engine:
         step = max(1, _CHUNK // (2 * st.M))
         for lo in range(0, r.size, step):
             rs, js = r[lo : lo + step], j[lo : lo + step]
-            w = Af[anc[rs], :, js]
-            sc = st.cen[rs, 0] * w[:, 0] + st.cen[rs, 1] * w[:, 1] + w[:, 2]
-            reach = np.sqrt(w[:, 0] ** 2 + w[:, 1] ** 2) * st.rad[rs] * (1 + 1e-9) + tol[js]
-            pos, neg = sc > reach, sc < -reach
-            amb = np.flatnonzero(~(pos | neg))
-            if amb.size:
-                sv = _eval(st.V[rs[amb]], w[amb])
-                pos[amb] = np.any(sv > tol[js[amb], None], axis=1)
-                neg[amb] = np.any(sv < -tol[js[amb], None], axis=1)
+            pos, neg = self._classify(rs, Af[anc[rs], :, js], err[js])
             keep[lo : lo + step] = pos & neg
             on = np.flatnonzero(pos & ~neg)
             # a region has several pairs here, maybe in one byte: accumulate unbuffered
@@ -722,45 +1028,47 @@ class _Engine:
 
     # -- argmax cells (maxout units, hardmax heads) ----------------------------------------------------
 
-    def _argmax_start(self, F: np.ndarray, tol: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """Winner per parent and unit where it is the argmax on the whole polygon, else -1.
+    def _argmax_start(self, F: np.ndarray, E: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """Winner per parent and unit where it is provably the argmax on the whole polygon, else -1.
 
-        ``F (R0, U, 3, k)`` affine pieces, ``tol (R0 or 1, U, k)``, ``active (R0, U, k)`` bool.
+        ``F (R0, U, 3, k)`` affine pieces, ``E (R0 or 1, U, k)`` their coefficient errors, ``active (R0, U, k)``.
         """
         st = self.st
         R0, U, _, k = F.shape
         win = np.full((R0, U), -1, np.int64)
-        step = max(1, _CHUNK // max(1, st.M * U * k))
+        step = max(1, _CHUNK // max(1, 4 * st.M * U * k))
         for lo in range(0, R0, step):
             sl = slice(lo, min(R0, lo + step))
-            V = st.V[sl]
-            tl = tol[sl] if tol.shape[0] > 1 else tol
+            V, Rv = st.V[sl], st.R[sl]
+            El = E[sl] if E.shape[0] > 1 else E
             Fs, act = F[sl], active[sl]
-            # (n, M, U, k) values at vertices, and at an interior point (vertex mean)
+            # (n, M, U, k) values at vertices and their bounds, and the values at an interior point
             vals = np.einsum("nmc,nuck->nmuk", np.concatenate([V, np.ones(V.shape[:2] + (1,))], -1), Fs)
+            aF = np.abs(Fs)
+            aV = np.abs(V)
+            bnd = gamma(3) * np.einsum("nmc,nuck->nmuk", np.concatenate([aV, np.ones(V.shape[:2] + (1,))], -1), aF)
+            bnd += El[:, None] * (1.0 + aV.sum(axis=2) + 2 * Rv)[:, :, None, None]
+            bnd += (aF[:, None, :, 0] + aF[:, None, :, 1]) * Rv[:, :, None, None]
             ctr = vals.mean(axis=1)
             ctr = np.where(act, ctr, -np.inf)
-            top = ctr.max(axis=-1, keepdims=True)
-            near = act & (ctr >= top - 2 * tl)
-            r = np.argmax(near, axis=-1)
+            r = np.argmax(ctr, axis=-1)
             vr = np.take_along_axis(vals, r[:, None, :, None], -1)
-            tr = np.take_along_axis(np.broadcast_to(tl, act.shape), r[..., None], -1)
+            br = np.take_along_axis(bnd, r[:, None, :, None], -1)
             diff = vr - vals
-            pt = tr + tl
+            dd = (br + bnd + EPS * np.abs(diff)) * (1 + 16 * EPS) + TINY
             lower = np.arange(k) < r[..., None]
-            ok = np.all(diff >= -pt[:, None], axis=1) & (~lower | np.any(diff > pt[:, None], axis=1))
+            ok = np.all(diff >= dd, axis=1) & (~lower | np.any(diff > dd, axis=1))
             ok |= ~act
+            ok[np.arange(ok.shape[0])[:, None], np.arange(U)[None, :], r] = True
             win[sl] = np.where(np.all(ok, axis=-1), r, -1)
         return win
 
     @staticmethod
-    def _beaten(cen, rad, F, tl, act) -> np.ndarray:
-        """``(n, k)``: piece ``r`` loses by more than twice the clip tolerance ``tl_r + tl_j``, on the whole
-        disc ``(cen (n, 2), rad (n,))`` that holds a polygon, to the first allowed piece ``j`` it is clipped
-        against in :meth:`_argmax_unit` (``F (n, 3, k)``, ``tl, act (n, k)``).
-
-        That clip is then the first one its cell meets and leaves no vertex on the positive side (the margin
-        dwarfs rounding), so the cell dies there, untouched: dropping it before any geometry changes
+    def _beaten(cen, rad, F, E, act) -> np.ndarray:
+        """``(n, k)``: piece ``r`` provably loses, on the whole disc ``(cen (n, 2), rad (n,))`` that holds a
+        polygon, to the first allowed piece ``j`` it is clipped against in :meth:`_argmax_unit` (``F (n, 3, k)``,
+        errors ``E`` and ``act (n, k)``). That clip is then the first one its cell meets and leaves no vertex
+        on the positive side, so the cell dies there, untouched: dropping it before any geometry changes
         nothing, not even the width of the polygon store."""
         n, _, k = F.shape
         if k < 2 or n == 0:
@@ -769,15 +1077,16 @@ class _Engine:
         js = (np.arange(k)[:, None] + np.arange(1, k)) % k  # (k, k - 1)
         a = act[:, js]  # (n, k, k - 1)
         j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
-        g = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2) - F  # f_j - f_r, (n, 3, k)
-        low = g[:, 0] * cen[:, :1] + g[:, 1] * cen[:, 1:] + g[:, 2]
-        low -= np.sqrt(g[:, 0] ** 2 + g[:, 1] ** 2) * rad[:, None] * (1 + 1e-9)
-        return np.any(a, axis=2) & (low > 2 * (tl + np.take_along_axis(tl, j, axis=1)))
+        Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
+        g = Fj - F  # f_j - f_r, (n, 3, k)
+        eg = E + np.take_along_axis(E, j, axis=1) + 2 * EPS * np.abs(g).max(axis=1)
+        sc, reach = _disc_reach(cen[:, None, :], rad[:, None], g.transpose(0, 2, 1), eg)
+        return np.any(a, axis=2) & (sc > reach)
 
-    def _argmax_unit(self, u: int, F_u, tol_u, act_u, win_u, R0: int):
-        """Split every region whose op-start parent has no single winner for unit ``u`` into argmax cells.
+    def _argmax_unit(self, u: int, F_u, E_u, act_u, win_u, R0: int):
+        """Split every region whose op-start parent has no proven winner for unit ``u`` into argmax cells.
 
-        ``F_u (R0, 3, k)``, ``tol_u (R0 or 1, k)``, ``act_u (R0, k)`` bool, ``win_u (R0,)``.
+        ``F_u (R0, 3, k)``, ``E_u (R0 or 1, k)``, ``act_u (R0, k)`` bool, ``win_u (R0,)``.
         """
         st = self.st
         k = F_u.shape[2]
@@ -788,87 +1097,97 @@ class _Engine:
         Rc = cand.size
         par = anc[cand]
         base = self.take_tags(R0 * k * (k - 1) // 2)
-        tl = np.broadcast_to(tol_u, (R0, k)) if tol_u.shape[0] == 1 else tol_u
-        Vc = st.V[cand]
-        keep = act_u[par] & ~self._beaten(st.cen[cand], st.rad[cand], F_u[par], tl[par], act_u[par])
+        self.record(self._argmax_kind, base, R0 * k * (k - 1) // 2, R0=R0, u=u, k=k, **self._argmax_info)
+        El = np.broadcast_to(E_u, (R0, k)) if E_u.shape[0] == 1 else E_u
+        keep = act_u[par] & ~self._beaten(st.cen[cand], st.rad[cand], F_u[par], El[par], act_u[par])
         owner = np.repeat(np.arange(Rc), k)
         r = np.tile(np.arange(k), Rc)
         keep = keep.reshape(-1)
         owner, r = owner[keep], r[keep]
-        V = Vc[owner]
+        V = st.V[cand][owner]
+        Rv = st.R[cand][owner]
         nv = st.nv[cand][owner]
         tg = st.tag[cand][owner]
         canon = _line_classes(F_u, np.unique(par), k)
         for m in range(1, k):
             j = (r + m) % k
             pj = par[owner]
-            g = F_u[pj, :, r] - F_u[pj, :, j]
-            s = _eval(V, g)
-            sg = _signs(s, (tl[pj, r] + tl[pj, j])[:, None])
-            sg[~act_u[pj, j]] = 1
+            fr, fj = F_u[pj, :, r], F_u[pj, :, j]
+            g = fr - fj
+            # the rounding error of the subtraction, exactly (Knuth's TwoSum)
+            bv = g - fr
+            err = np.abs((fr - (g - bv)) + (-fj - bv))
+            eg = El[pj, r] + El[pj, j] + err.max(axis=1)
+            a, b = np.minimum(r, j), np.maximum(r, j)
+            newtag = base + canon[pj, b * (b - 1) // 2 + a] * R0 + pj
+            s, dv = _eval_bound(V, Rv, g, eg)
+            sg = _float_signs(s, dv)
+            inact = ~act_u[pj, j]
+            sg[inact] = 1
+            und = np.flatnonzero(np.any(sg == 2, axis=1))
+            if und.size:
+                sg[und] = self.decide(sg[und], tg[und], nv[und], g[und], eg[und], newtag[und])
             haspos = np.any(sg > 0, axis=1)
             hasneg = np.any(sg < 0, axis=1)
             allzero = ~haspos & ~hasneg
             alive = np.where(allzero, j > r, haspos)
             clip = alive & hasneg
             if clip.any():
-                a, b = np.minimum(r, j)[clip], np.maximum(r, j)[clip]
-                pair = canon[pj[clip], b * (b - 1) // 2 + a]
-                newtag = base + pair * R0 + pj[clip]
-                ((Vc, nc, tc),) = _cut(V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag, sides=(1,))
+                # registered as f_a - f_b for the pair a < b its tag names: the two clips of one pair agree
+                self.register(newtag[clip], np.where((r < j)[clip, None], g[clip], -g[clip]), eg[clip])
+                ((Vc, nc, tc, Rcut),) = self.cut(
+                    V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag[clip], dv[clip], Rv[clip], sides=(1,)
+                )
                 Mn = max(V.shape[1], Vc.shape[1])
-                V, tg = _pad(V, Mn), _pad_tags(tg, Mn)
-                Vc, tc = _pad(Vc, Mn), _pad_tags(tc, Mn)
-                V[clip], nv[clip], tg[clip] = Vc, nc, tc
-            V, nv, tg, owner, r = V[alive], nv[alive], tg[alive], owner[alive], r[alive]
-        big = _areas(V) >= self.area_atol
-        V, nv, tg, owner, r = V[big], nv[big], tg[big], owner[big], r[big]
+                V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad_r(Rv, Mn)
+                Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad_r(Rcut, Mn)
+                V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
+            V, Rv, nv, tg, owner, r = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive]
         # first cell of each owner replaces it; the others are appended
         first = np.ones(owner.size, bool)
         first[1:] = owner[1:] != owner[:-1]
+        if np.unique(owner).size != Rc:
+            raise RuntimeError("internal error: an argmax split left a region without a cell")
         rows = cand[owner[first]]
-        st.set_rows(rows, V[first], nv[first], tg[first])
+        st.set_rows(rows, V[first], nv[first], tg[first], Rv[first])
         digits = st.extra["digits"]
         digits[rows, u] = r[first]
         if (~first).any():
-            new = st.append(V[~first], nv[~first], tg[~first], cand[owner[~first]])
+            new = st.append(V[~first], nv[~first], tg[~first], Rv[~first], cand[owner[~first]])
             st.extra["digits"][new, u] = r[~first]
-        lost = np.setdiff1d(np.arange(Rc), owner[first])
-        if lost.size:
-            # every cell of a region was a sliver: keep it whole with the winner at its vertex mean
-            rows = cand[lost]
-            Vl = st.V[rows]
-            ctr = Vl.mean(axis=1)
-            vals = np.einsum("nc,nck->nk", np.concatenate([ctr, np.ones((rows.size, 1))], 1), F_u[anc[rows]])
-            vals = np.where(act_u[anc[rows]], vals, -np.inf)
-            st.extra["digits"][rows, u] = np.argmax(vals, axis=1)
 
     # -- GroupMax ------------------------------------------------------------------------------------
 
-    def groupmax(self, A: np.ndarray, hb: np.ndarray, k: int):
+    def groupmax(self, A: np.ndarray, bd: _Bounds, k: int):
         st = self.st
         R0, _, T, d = A.shape
         n = d // k
         U = T * n
         F = A.reshape(R0, 3, U, k).transpose(0, 2, 1, 3)  # (R0, U, 3, k)
-        tol = (SNAP * _coef_bound(A) + NOISE * hb).reshape(1, U, k)
+        E = bd.eb.reshape(1, U, k)
         act = np.ones((R0, U, k), bool)
-        win = self._argmax_start(F, tol, act)
+        self._argmax_kind, self._argmax_info = "groupmax", {}
+        win = self._argmax_start(F, E, act)
         dt = np.uint8 if k <= 256 else np.int32
         st.add_extra("digits", np.maximum(win, 0).astype(dt))
         for u in np.flatnonzero(np.any(win < 0, axis=0)):
-            self._argmax_unit(int(u), F[:, u], tol[:, u], act[:, u], win[:, u], R0)
+            self._argmax_unit(int(u), F[:, u], E[:, u], act[:, u], win[:, u], R0)
         st.sort_by_parent()
         digits = st.extra["digits"][: st.n]
         anc = st.anc[: st.n]
         Fg = A.reshape(R0, 3, T, n, k)[anc]
         out = np.take_along_axis(Fg, digits.astype(np.int64).reshape(-1, 1, T, n, 1), axis=-1)[..., 0]
-        hb_out = hb.reshape(T, n, k).max(axis=-1)
-        return out, ("digits", U, digits.copy()), hb_out
+        bd_out = _Bounds(
+            bd.hb.reshape(T, n, k).max(axis=-1),
+            bd.eb.reshape(T, n, k).max(axis=-1),
+            bd.ge.reshape(T, n, k).min(axis=-1),
+            hu=bd.u_bound().reshape(T, n, k).max(axis=-1),
+        )
+        return out, ("digits", U, digits.copy()), bd_out
 
     # -- hardmax attention ---------------------------------------------------------------------------
 
-    def attention(self, A: np.ndarray, hb: np.ndarray, op: Attention):
+    def attention(self, A: np.ndarray, bd: _Bounds, op: Attention):
         st = self.st
         R0, _, T, d = A.shape
         H = op.heads
@@ -876,44 +1195,62 @@ class _Engine:
         U = H * T
         F = np.zeros((R0, U, 3, T))  # affine part of the scores of query (h, i) over keys
         quad = np.zeros((R0, U, 3, T))  # quadratic part: u1^2, u1 u2, u2^2
-        tol = np.zeros((1, U, T))
-        ctol = np.zeros((1, U, T))
+        eF = np.zeros((1, U, T))  # bound on the error of every coefficient of F and quad
+        flat = np.zeros((1, U, T), bool)  # quad is exactly zero (query or key constant on the domain)
+        mF = np.zeros((1, U, T))  # bound on the 1-norm of those coefficients
         VO = np.zeros((H, R0, 3, T, d))
-        hb_out = np.zeros((T, d))
+        heads_bd = []
         for h in range(H):
-            Q = A @ op.Wq[h]  # (R0, 3, T, dk)
-            K = A @ op.Wk[h]
-            VO[h] = (A @ op.Wv[h]) @ op.Wo[h]
+            Wq, Wk, Wv, Wo = op.Wq[h], op.Wk[h], op.Wv[h], op.Wo[h]
+            Q = A @ Wq  # (R0, 3, T, dk)
+            K = A @ Wk
+            VO[h] = (A @ Wv) @ Wo
+            dk = Wq.shape[1]
+            qa, qe, qg = affine_bounds(bd.hb, bd.eb, bd.ge, Wq.T, np.zeros(dk))
+            ka, ke, kg = affine_bounds(bd.hb, bd.eb, bd.ge, Wk.T, np.zeros(dk))
+            va, ve, vg = affine_bounds(bd.hb, bd.eb, bd.ge, Wv.T, np.zeros(Wv.shape[1]))
+            oa, oe, og = affine_bounds(va, ve, vg, Wo.T, np.zeros(d))
+            heads_bd.append(
+                (oa.max(axis=0), oe.max(axis=0), og.min(axis=0), (bd.u_bound() @ np.abs(Wv) @ np.abs(Wo)).max(axis=0))
+            )
+            # scores whose query or key has no u coefficients at all have no quadratic part, exactly
+            flat[0, h * T : (h + 1) * T] = (bd.u_bound() @ np.abs(Wq)) @ (bd.u_bound() @ np.abs(Wk)).T == 0
             C = np.einsum("raie,rbje->rijab", Q, K)  # (R0, T, T, 3, 3)
-            qb, kb = _coef_bound(Q), _coef_bound(K)  # (T, dk)
-            qa, ka = hb @ np.abs(op.Wq[h]), hb @ np.abs(op.Wk[h])
-            sb = qb @ kb.T  # (T, T): bound on |S_ij| over the domain
-            sa = qa @ ka.T
+            sa = qa @ ka.T  # (T, T): bound on the 1-norm of the coefficients of S_ij
+            err = 2 * (qe @ (ka + ke).T + qa @ ke.T) + gamma(2 * dk + 1) * sa + TINY
+            both = (qg[:, None, :] < ZERO_G) & (kg[None, :, :] < ZERO_G)
+            g = np.where(both, qg[:, None, :] + kg[None, :, :], ZERO_G).min(axis=2, initial=ZERO_G)
+            exact = (qe.max(axis=1)[:, None] == 0) & (ke.max(axis=1)[None, :] == 0)
+            exact &= (qg.min(axis=1)[:, None] > INEXACT_G) & (kg.min(axis=1)[None, :] > INEXACT_G)
+            exact &= sa < np.ldexp(1.0, np.clip(53 + g, -1074, 1023))
+            exact |= sa == 0
             u = slice(h * T, (h + 1) * T)
             F[:, u] = np.stack([C[..., 0, 2] + C[..., 2, 0], C[..., 1, 2] + C[..., 2, 1], C[..., 2, 2]], axis=2)
             quad[:, u] = np.stack([C[..., 0, 0], C[..., 0, 1] + C[..., 1, 0], C[..., 1, 1]], axis=2)
-            tol[0, u] = SNAP * sb + NOISE * sa
-            ctol[0, u] = CURV_TOL * sb + NOISE * sa
-            hb_out += (hb @ np.abs(op.Wv[h])).max(axis=0) @ np.abs(op.Wo[h])
+            eF[0, u] = np.where(exact, 0.0, err)
+            mF[0, u] = sa
+        finite_or_raise(eF, mF, what="the attention scores")
         act = np.broadcast_to(np.tile(allowed, (H, 1))[None], (R0, U, T)).copy()
-        # Queries whose scores, tolerances and allowed keys are identical on every parent (e.g. a head
+        # Queries whose scores, error bounds and allowed keys are identical on every parent (e.g. a head
         # whose query does not depend on the token) make identical decisions: only the first of each
         # class is decided, the others copy its digit column (every later split copies rows whole).
-        rep = _same_units(F, quad, tol, ctol, act)
+        rep = _same_units(F, quad, eF, mF, act)
         first = np.flatnonzero(rep == np.arange(U))
         Fr, quad_r, act_r = F[:, first], quad[:, first], act[:, first]
-        tol_r, ctol_r = tol[:, first], ctol[:, first]
-        self._check_curvature(Fr, quad_r, tol_r, ctol_r, act_r, first)
+        eF_r, mF_r = eF[:, first], mF[:, first]
+        if not bd.same_u and not np.all(flat[:, first] | ~np.any(act_r, axis=0, keepdims=True)):
+            self._check_curvature(Fr, quad_r, eF_r, mF_r, act_r, first, flat[:, first])
         act[:, first] = act_r
         act = act[:, rep]
-        win = self._argmax_start(Fr, tol_r, act_r)
+        win = self._argmax_start(Fr, eF_r, act_r)
+        self._argmax_kind, self._argmax_info = "attention", {"op": op, "T": T}
         dt = np.uint8 if T <= 256 else np.int32
         col = np.searchsorted(first, rep)  # column of each query's class in Fr, win
         st.add_extra("digits", np.maximum(win, 0).astype(dt)[:, col])
         for u in np.flatnonzero(np.any(win < 0, axis=0)[col]):
             k = int(col[u])
             if rep[u] == u:
-                self._argmax_unit(int(u), Fr[:, k], tol_r[:, k], act_r[:, k], win[:, k], R0)
+                self._argmax_unit(int(u), Fr[:, k], eF_r[:, k], act_r[:, k], win[:, k], R0)
             else:
                 self.take_tags(R0 * T * (T - 1) // 2)  # the tags its cuts would have had: none are made
         st.sort_by_parent()
@@ -927,8 +1264,10 @@ class _Engine:
         cls = [sig.setdefault(tuple(rep[h * T + i] for h in range(H)), len(sig)) for i in range(T)]
         firsts = [cls.index(c) for c in range(len(sig))]
         parts = [np.zeros((R, 3, d)) for _ in firsts]
+        hb_o, eb_o, ge_o, hu_o = np.zeros(d), np.zeros(d), np.full(d, ZERO_G), np.zeros(d)
         for h in range(H):
             done: dict[int, np.ndarray] = {}
+            averaged = False
             for c, i in enumerate(firsts):
                 u = h * T + i
                 if rep[u] not in done:
@@ -937,17 +1276,46 @@ class _Engine:
                     G = np.empty((T, R0, 3, d))
                     for j in range(T):
                         # keys whose score equals the winner's identically are tied: hardmax averages them
-                        dF = np.abs(F[:, u] - F[:, u, :, j, None])
-                        dQ = np.abs(quad[:, u] - quad[:, u, :, j, None])
-                        tied = act[:, u] & np.all(dF <= 2 * tol[0, u], axis=1) & np.all(dQ <= 2 * ctol[0, u], axis=1)
+                        no_quad = bd.same_u or bool(np.all(flat[0, u]))
+                        tied = act[:, u] & self._identical_scores(F[:, u], quad[:, u], j, eF[0, u], no_quad)
+                        averaged |= bool(np.any(tied.sum(axis=1) > 1))
                         with np.errstate(invalid="ignore", divide="ignore"):  # j not allowed: never a winner
                             wts = tied / tied.sum(axis=1, keepdims=True)
                         G[j] = np.einsum("rj,rcjd->rcd", wts, VO[h])
                     done[rep[u]] = G.reshape(T * R0, 3, d)
                 parts[c] += np.take(done[rep[u]], digits[:, u] * R0 + anc, axis=0)
-        return _Tokens(parts, cls), ("digits", U, st.extra["digits"][: st.n].copy()), hb_out
+            oa, oe, og, ou = heads_bd[h]
+            if averaged:  # a mean of tied value rows: rounding, and no granularity to speak of
+                oe = oe + gamma(T + 2) * oa + TINY
+                og = np.full(d, INEXACT_G)
+            hb_o, eb_o, ge_o = sum_bounds(hb_o, eb_o, ge_o, oa, oe, og)
+            hu_o = hu_o + ou
+        bd_out = _Bounds(
+            *(np.broadcast_to(x, (T, d)).copy() for x in (hb_o, eb_o, ge_o)), hu=np.broadcast_to(hu_o, (T, d)).copy()
+        )
+        bd_out.check_finite()
+        return _Tokens(parts, cls), ("digits", U, st.extra["digits"][: st.n].copy()), bd_out
 
-    def _check_curvature(self, F, quad, tol, ctol, act, units):
+    def _identical_scores(self, Fu, qu, j: int, e, same_u: bool) -> np.ndarray:
+        """``(R0, T)``: is key ``i``'s score polynomial identical to key ``j``'s (``Fu, qu (R0, 3, T)``, errors
+        ``e (T,)``)? Decided by the bounds where they can; equal floats whose bounds are not zero are taken
+        as equal and counted in ``n_assumed``; unequal floats within their bounds are refused."""
+        dF = np.abs(Fu - Fu[:, :, j, None])
+        bound = (e + e[j]) * (1 + 16 * EPS) + TINY + EPS * dF
+        differ = np.any(dF > bound, axis=1)
+        same_f = np.all(dF == 0, axis=1)
+        if not same_u:
+            dQ = np.abs(qu - qu[:, :, j, None])
+            differ |= np.any(dQ > (e + e[j]) * (1 + 16 * EPS) + TINY + EPS * dQ, axis=1)
+            same_f &= np.all(dQ == 0, axis=1)
+        proven = same_f & (e == 0) & (e[j] == 0)
+        unsure = ~differ & ~proven
+        if np.any(unsure & ~same_f):
+            self._refuse("whether two attention keys tie")
+        self.n_assumed += int(np.sum(unsure & same_f & (np.arange(Fu.shape[2]) != j)))
+        return ~differ
+
+    def _check_curvature(self, F, quad, eF, mF, act, units, flat):
         """Where the competing keys' quadratic parts differ, drop keys provably beaten on the whole
         polygon; if curved rivals remain, the boundary is a quadric: refuse. ``units[u]`` is the query
         index (h T + i) of column ``u``."""
@@ -955,12 +1323,24 @@ class _Engine:
         R0, U, _, T = F.shape
         ref = np.argmax(act, axis=-1)  # first allowed key
         qref = np.take_along_axis(quad, ref[:, :, None, None], -1)
-        curved = np.any(act & np.any(np.abs(quad - qref) > ctol[:, :, None], axis=2), axis=-1)  # (R0, U)
+        eref = np.take_along_axis(np.broadcast_to(eF, act.shape), ref[:, :, None], -1)
+        dq = np.abs(quad - qref)
+        bound = (eF[:, :, None, :] + eref[:, :, :, None]) * (1 + 16 * EPS) + TINY + EPS * dq
+        certain = np.any(dq > bound, axis=2)
+        equal_f = np.all(dq == 0, axis=2)
+        flat_ref = np.take_along_axis(np.broadcast_to(flat, act.shape), ref[:, :, None], -1)
+        proven_equal = (equal_f & (eF == 0) & (eref == 0)) | (flat & flat_ref)
+        unsure = act & ~certain & ~proven_equal
+        if np.any(unsure & ~equal_f):
+            self._refuse("whether an attention boundary is straight")
+        self.n_assumed += int(np.sum(unsure))
+        curved = np.any(act & certain, axis=-1)  # (R0, U)
         if not curved.any():
             return
         rr, uu = np.nonzero(curved)
-        V = st.V[rr]
-        lo, hi = V.min(axis=1), V.max(axis=1)  # bounding boxes (n, 2)
+        V, Rv = st.V[rr], st.R[rr]
+        rmax = Rv.max(axis=1)
+        lo, hi = V.min(axis=1) - rmax[:, None], V.max(axis=1) + rmax[:, None]  # boxes holding the exact polygons
         Vh = np.concatenate([V, np.ones(V.shape[:2] + (1,))], -1)
         lin = np.einsum("nmc,ncj->nmj", Vh, F[rr, uu])  # (n, M, T)
         q = quad[rr, uu]  # (n, 3, T)
@@ -971,16 +1351,25 @@ class _Engine:
         ctr_val = (lin + qv).mean(axis=1)
         a = act[rr, uu]
         best = np.argmax(np.where(a, ctr_val, -np.inf), axis=1)
-        # lower bound of S_best - S_j over the polygon: affine part at vertices + interval bound of the quadric
+        # lower bound of S_best - S_j over the polygon: the affine part at the vertices (moved by at most the
+        # gradient times the vertex radius) plus an interval bound of the quadric, less every error bound
+        dF = np.take_along_axis(F[rr, uu], best[:, None, None], -1) - F[rr, uu]  # (n, 3, T)
         dlin = np.take_along_axis(lin, best[:, None, None], -1) - lin
-        dq = np.take_along_axis(q, best[:, None, None], -1) - q  # (n, 3, T)
+        dlin_low = dlin.min(axis=1) - (np.abs(dF[:, 0]) + np.abs(dF[:, 1])) * rmax[:, None]
+        dq_ = np.take_along_axis(q, best[:, None, None], -1) - q  # (n, 3, T)
         terms = _interval_products(lo, hi)  # (n, 3, 2): ranges of u1^2, u1 u2, u2^2
-        qlow = np.sum(np.minimum(dq * terms[:, :, :1], dq * terms[:, :, 1:]), axis=1)
-        lower = dlin.min(axis=1) + qlow
-        beaten = a & (lower > 2 * tol[0, uu])
+        qlow = np.sum(np.minimum(dq_ * terms[:, :, :1], dq_ * terms[:, :, 1:]), axis=1)
+        scale = (1 + np.abs(lo).max(axis=1) + np.abs(hi).max(axis=1))[:, None] ** 2
+        e_n = eF[0, uu]  # (n, T)
+        e_b = np.take_along_axis(e_n, best[:, None], 1)
+        m_n = mF[0, uu]
+        m_b = np.take_along_axis(m_n, best[:, None], 1)
+        slack = (6 * (e_n + e_b) + gamma(16) * (m_n + m_b)) * scale + TINY
+        beaten = a & (dlin_low + qlow > slack)
         act[rr, uu] = a & ~beaten
         qbest = np.take_along_axis(q, best[:, None, None], -1)
-        rival = act[rr, uu] & np.any(np.abs(q - qbest) > ctol[0, uu][:, None], axis=1)
+        eq = eF[0, uu][:, None, :] + e_b[:, None, :]
+        rival = act[rr, uu] & np.any(np.abs(q - qbest) > eq * (1 + 16 * EPS) + TINY + EPS * np.abs(q - qbest), axis=1)
         if rival.any():
             n = int(np.flatnonzero(rival.any(axis=1))[0])
             u = int(units[uu[n]])
@@ -1028,8 +1417,8 @@ def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:
     norm = np.hypot(g[:, 0], g[:, 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         n = np.where(norm[:, None] > 0, g / norm[:, None], np.nan)
-    same = np.all(np.abs(n[:, :, :, None] - n[:, :, None, :]) <= 1e-9, axis=1)
-    same |= np.all(np.abs(n[:, :, :, None] + n[:, :, None, :]) <= 1e-9, axis=1)
+    same = np.all(np.abs(n[:, :, :, None] - n[:, :, None, :]) <= ALIAS_TOL, axis=1)
+    same |= np.all(np.abs(n[:, :, :, None] + n[:, :, None, :]) <= ALIAS_TOL, axis=1)
     same |= np.eye(P, dtype=bool)
     canon[parents] = np.argmax(same, axis=2)
     return canon
@@ -1056,6 +1445,29 @@ def _pad(V: np.ndarray, M: int) -> np.ndarray:
     out[:, : V.shape[1]] = V
     out[:, V.shape[1] :] = V[:, :1]
     return out
+
+
+def _pad_r(R: np.ndarray, M: int) -> np.ndarray:
+    if R.shape[1] >= M:
+        return R
+    out = np.empty((R.shape[0], M))
+    out[:, : R.shape[1]] = R
+    out[:, R.shape[1] :] = R[:, :1]
+    return out
+
+
+def _disc_reach(cen, rad, w, e):
+    """Value of lines ``w (..., 3)`` (coefficient error ``e``) at disc centres ``cen (..., 2)`` and how far the
+    exact line can reach from it over the disc of radius ``rad``: the line is positive on the whole exact
+    polygon inside the disc where ``value > reach``, negative where ``value < -reach``."""
+    w0, w1, w2 = w[..., 0], w[..., 1], w[..., 2]
+    c0, c1 = cen[..., 0], cen[..., 1]
+    sc = c0 * w0 + c1 * w1 + w2
+    reach = gamma(3) * (np.abs(c0 * w0) + np.abs(c1 * w1) + np.abs(w2)) + e * (1 + np.abs(c0) + np.abs(c1))
+    reach += (np.sqrt(w0 * w0 + w1 * w1) * (1 + 4 * EPS) + 2 * e) * rad
+    reach *= 1 + 16 * EPS
+    reach += TINY
+    return sc, reach
 
 
 def _pad_tags(t: np.ndarray, M: int) -> np.ndarray:
@@ -1112,37 +1524,62 @@ def partition_plane(
     net,
     domain,
     *,
-    area_tol: float = 1e-12,
     max_regions: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Partition:
-    """Exact partition of a 2D domain into the activation regions of ``net`` (DESIGN §3 ``plane``).
+    """Exact partition of a 2D domain into the activation regions of ``net`` (docs/design.md §3 ``plane``).
 
     ``net``: an MLP, Maxout, hardmax Transformer or lowered :class:`Program`. ``domain``: a 2D
     :class:`Box` for a 2-input network, or a :class:`Slice` (required when the input dimension is not 2).
-    ``area_tol``: slivers with area below ``area_tol`` times the domain's area are not regions.
     ``max_regions``: raise :class:`MemoryCapError` once the partition would exceed it.
     ``progress(done_ops, total_ops)`` is called after each op.
 
+    Every region of positive area is found, however small: signs are decided exactly (see the module
+    docstring). ``Partition.stats`` reports the number of vertex sign tests, how many needed exact arithmetic,
+    and how many attention identities (ties, straight boundaries) were taken from bitwise-equal floats whose
+    error bounds are not zero (``assumed``: 0 means every decision was proven).
+
     Raises :class:`CurvedBoundaryError` where a hardmax boundary is a quadric or for ReLU attention,
-    :class:`NotPiecewiseError` for softmax attention, :class:`DomainError` for a wrong domain.
+    :class:`NotPiecewiseError` for softmax attention, :class:`DomainError` for a wrong domain, and
+    :class:`InexactError` where float64 overflows or a sign can be decided neither by its bound nor exactly.
     """
     program = lower(net)
     _check_ops(program)
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
     check_domain(net, xlo, xhi)
-    if not area_tol >= 0:
-        raise ValueError(f"area_tol must be >= 0, got {area_tol}")
     T = program.tokens
-    A = np.zeros((1, 3, T, program.input_dim))
+    q = program.input_dim
+    A = np.zeros((1, 3, T, q))
     A[0, 0] = Vn[:, 0]
     A[0, 1] = Vn[:, 1]
     A[0, 2] = x0n
-    hb = np.broadcast_to(np.abs(Vn).sum(axis=1) + np.abs(x0n), (T, program.input_dim)).copy()
+    hb = np.broadcast_to(np.abs(Vn).sum(axis=1) + np.abs(x0n), (T, q)).copy()
+    x0, V = domain.input_map()
+    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
+    ce = [(Fraction(lo[k]) + Fraction(hi[k])) / 2 for k in range(2)]
+    he = [(Fraction(hi[k]) - Fraction(lo[k])) / 2 for k in range(2)]
+    e0 = exact_frame_error(x0n, Vn, np.asarray(x0, float), np.asarray(V, float), ce, he)
+    ge0 = np.broadcast_to(column_granularity(A[0], 0), (T, q)).copy() if e0 == 0 else np.full((T, q), INEXACT_G)
+    hu = np.broadcast_to(np.abs(Vn).sum(axis=1), (T, q)).copy()
+    bd = _Bounds(hb, np.full((T, q), e0), ge0, same_u=True, hu=hu)
+    bd.check_finite()
     square = np.array([[[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]]])
     st = _Store(square, np.array([4]), np.array([[0, 1, 2, 3, -1]], np.int64), None)
-    eng = _Engine(program, st, 4.0 * area_tol, progress, max_regions, BATCH)
-    pieces = eng.solve(program.ops, A, hb, float(eng.total))
+    eng = _Engine(program, st, progress, max_regions, BATCH)
+    M0 = np.empty((3, T, q), dtype=object)
+    for i in range(q):
+        for k in range(2):
+            M0[k, :, i] = Fraction(V[i, k]) * he[k]
+        M0[2, :, i] = Fraction(x0[i]) + sum(Fraction(V[i, k]) * ce[k] for k in range(2))
+    eng.M0 = ExactMap.of_fractions(M0)
+    with np.errstate(over="raise", invalid="raise"):
+        try:
+            pieces = eng.solve(program.ops, A, bd, float(eng.total))
+        except FloatingPointError as exc:
+            raise InexactError(
+                "float64 overflow: the network's values exceed the range of float64 on this domain, so no exact "
+                "count can be made; rescale the network's weights or shrink the domain"
+            ) from exc
     nv = np.concatenate([p.nv for p in pieces])
     offsets = np.zeros(nv.size + 1, np.int64)
     np.cumsum(nv, out=offsets[1:])
@@ -1157,4 +1594,12 @@ def partition_plane(
     blocks = [
         (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
     ]
-    return Partition(domain, verts, offsets, maps, areas, blocks, edge_tags=tags)
+    rad = np.concatenate([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
+    part = Partition(domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad)
+    part.stats = {
+        "predicates": eng.n_predicates,
+        "exact_predicates": eng.n_exact,
+        "assumed": eng.n_assumed,
+        "min_area": float(areas.min()) if areas.size else None,
+    }
+    return part

@@ -1,3 +1,5 @@
-"""Result types: the exact 2D partition with codes, polygons, affine maps and adjacency graph."""
+"""Result types: the exact 2D partition with codes, polygons, affine maps and adjacency graph, and its
+independent certificate."""
 
+from ._certify import certify as certify
 from ._partition import Partition as Partition

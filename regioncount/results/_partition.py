@@ -29,13 +29,15 @@ class Partition:
     - ``areas (R,)``; ``codes (R, C)`` int32 in :func:`~regioncount.engines._forward.forward_codes`' layout;
     - ``edge_tags (V_total,)`` optional: an integer naming the line that carries the edge starting at each
       vertex (the ``plane`` engine sets it; both sides of a cut share it). Without it :meth:`adjacency`
-      groups edges by their supporting line with a tolerance.
+      groups edges by their supporting line with a tolerance;
+    - ``vertex_error (V_total,)`` optional: a distance within which each exact vertex lies (the plane engine
+      computes in float64 and bounds its error).
 
     ``codes`` may be given as an integer array ``(R, C)`` or as blocks ``(kind, width, array)`` in code
     order: ``"bits"`` packed with ``np.packbits(..., axis=1)``, or ``"digits"`` ``(R, width)`` integers.
     """
 
-    def __init__(self, domain, vertices, offsets, maps, areas, codes, *, edge_tags=None):
+    def __init__(self, domain, vertices, offsets, maps, areas, codes, *, edge_tags=None, vertex_error=None):
         self.domain = domain
         self.vertices = np.ascontiguousarray(vertices, dtype=np.float64).reshape(-1, 2)
         self.offsets = np.asarray(offsets, dtype=np.int64)
@@ -53,10 +55,14 @@ class Partition:
             if a.shape[0] != R:
                 raise ValueError("every code block needs one row per region")
         self.edge_tags = None if edge_tags is None else np.asarray(edge_tags, dtype=np.int64)
+        #: optional ``(V_total,)``: each exact vertex lies within this distance of its float one (plane engine)
+        self.vertex_error = None if vertex_error is None else np.asarray(vertex_error, dtype=np.float64)
         lo = np.asarray(domain.param_lo, dtype=np.float64)
         hi = np.asarray(domain.param_hi, dtype=np.float64)
         self._lo, self._hi = lo, hi
         self._adjacency = None
+        #: engine statistics (the plane engine: sign tests, exact fallbacks, assumed identities, smallest area)
+        self.stats: dict = {}
 
     # -- basics --------------------------------------------------------------------------------------
 

@@ -27,3 +27,7 @@ class NotPiecewiseError(RegionCountError):
 
 class DegreeTooHighError(RegionCountError):
     """The line engine's polynomials would exceed the supported degree."""
+
+
+class KeySetError(RegionCountError):
+    """A retrieval key set that does not fit its model: empty, of the wrong dimension, or not finite."""

@@ -14,9 +14,11 @@ from ._fit import FitResult as FitResult, fit_relation as fit_relation, relation
 from ._retrieval import (
     Retrieval as Retrieval,
     RetrievalError as RetrievalError,
+    load_keys as load_keys,
     retrieval_error as retrieval_error,
     retrieval_partition as retrieval_partition,
     softmax_inverse_temperature as softmax_inverse_temperature,
+    voronoi_bias as voronoi_bias,
 )
 from ._targets import (
     BUILTINS as BUILTINS,

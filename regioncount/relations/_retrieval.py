@@ -22,11 +22,12 @@ import time
 import numpy as np
 
 from .._domain import Box, Slice
-from .._errors import DomainError, RegionCountError
+from .._errors import DomainError, KeySetError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
 from ..networks._ops import Affine, GroupMax, Program, ReLU
 from ..results import Partition
+from ..results._partition import _components
 from ._targets import as_target, utility_program
 
 #: Points per forward pass of a sampled estimate (one compiled shape).
@@ -129,14 +130,8 @@ class Retrieval:
     @functools.cached_property
     def cell_labels(self) -> np.ndarray:
         """Connected retrieval cell ``(R,)`` of each region: neighbours (sharing a segment) with one key merged."""
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-
         E = self.partition.adjacency()
-        E = E[self.key_of_region[E[:, 0]] == self.key_of_region[E[:, 1]]]
-        R = self.partition.n_regions
-        g = coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(R, R))
-        return connected_components(g, directed=False)[1]
+        return _components(self.partition.n_regions, E[self.key_of_region[E[:, 0]] == self.key_of_region[E[:, 1]]])
 
     @property
     def n_cells(self) -> int:
@@ -145,11 +140,9 @@ class Retrieval:
 
     @functools.cached_property
     def cells(self) -> list:
-        """Per key, the set of queries that retrieve it as a shapely geometry (empty where none)."""
-        import shapely
-
-        polys = self.partition.to_shapely()
-        return [shapely.union_all(polys[self.key_of_region == j]) for j in range(self.n_keys)]
+        """Per key, the set of queries that retrieve it as a shapely geometry (empty where none); vertices on
+        a grid of 1e-13 of the domain's span."""
+        return _cells_by_key(self.partition, self.key_of_region, self.n_keys)
 
     def scores(self, U) -> np.ndarray:
         """Scores ``(N, n)`` at parameter points ``U (N, 2)``, from the model."""
@@ -216,6 +209,53 @@ def _check_domain(model: RelationModel, domain):
         raise DomainError(f"the slice lives in R^{domain.x0.shape[0]} but queries have dimension {model.input_dim}")
     if not isinstance(domain, (Box, Slice)):
         raise DomainError("retrieval needs a 2D Box or a Slice")
+
+
+def voronoi_bias(model: RelationModel, keys) -> np.ndarray:
+    """Per-key bias ``-|psi(y_j)|^2 / 2``: with it the score ``<phi(x), psi(y_j)> - |psi(y_j)|^2 / 2`` ranks keys
+    by ``-|phi(x) - psi(y_j)|^2 / 2`` plus a term common to all keys, so with ``phi = psi = identity`` the
+    retrieval cells are the keys' Voronoi cells."""
+    K, _ = model.check_keys(keys)
+    return -0.5 * (model.key_features(K) ** 2).sum(axis=1)
+
+
+def load_keys(path) -> np.ndarray:
+    """A key table ``(n, p)`` from a file: ``.npy``, ``.json`` (a list of keys, each a list of numbers), or
+    text (``.csv``/``.txt``/other: one key a row, numbers separated by commas or spaces; ``#`` comments).
+    Raises :class:`~regioncount._errors.KeySetError` with one sentence when it cannot be read."""
+    import json
+    import warnings
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise KeySetError(f"{path}: no such keys file")
+    try:
+        if p.suffix.lower() == ".npy":
+            K = np.load(p, allow_pickle=False)
+        elif p.suffix.lower() == ".json":
+            K = np.asarray(json.loads(p.read_text()), dtype=np.float64)
+        else:
+            text = p.read_text()
+            rows = [ln.split("#")[0].replace(",", " ").split() for ln in text.splitlines()]
+            rows = [r for r in rows if r]
+            if len({len(r) for r in rows}) > 1:
+                raise KeySetError(f"{path}: rows have different numbers of entries")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                K = np.array([[float(v) for v in r] for r in rows], dtype=np.float64)
+    except KeySetError:
+        raise
+    except (ValueError, TypeError, OSError, UnicodeDecodeError) as e:
+        raise KeySetError(f"{path}: not a readable table of keys ({e})") from None
+    K = np.asarray(K, dtype=np.float64)
+    if K.ndim == 1 and K.size:
+        K = K[:, None]
+    if K.size == 0:
+        raise KeySetError(f"{path}: the key set is empty")
+    if K.ndim != 2:
+        raise KeySetError(f"{path}: keys must be a table (one key a row), got shape {K.shape}")
+    return K
 
 
 def retrieval_partition(model, keys, domain, *, key_bias=None, max_regions=None, progress=None) -> Retrieval:
@@ -285,10 +325,26 @@ class RetrievalError:
 
 
 def _cells_by_key(part: Partition, keys: np.ndarray, n: int) -> list:
+    """Per key, the union of the convex regions retrieving it (a shapely geometry, empty where none)."""
     import shapely
 
     polys = part.to_shapely()
-    return [shapely.union_all(polys[keys == j]) for j in range(n)]
+    # two sides of a cut may subdivide it differently (a vertex of one lies on the other's edge only to
+    # rounding): a union on a grid of 1e-13 of the domain's span merges them without gaps or slits
+    span = np.asarray(part.domain.param_hi) - np.asarray(part.domain.param_lo)
+    grid = 1e-13 * float(np.max(span))
+    tiny = 1e-12 * float(np.prod(span))  # the plane engine makes no region below this (its area_tol)
+    out = []
+    for j in range(n):
+        u = shapely.union_all(polys[keys == j], grid_size=grid)
+        # the union can keep zero-area slits where cuts met; drop rings that enclose no area
+        parts = [
+            shapely.Polygon(p.exterior, [r for r in p.interiors if shapely.Polygon(r).area > tiny])
+            for p in getattr(u, "geoms", [u])
+            if p.geom_type == "Polygon" and p.area > tiny
+        ]
+        out.append(shapely.MultiPolygon(parts) if len(parts) > 1 else (parts[0] if parts else shapely.Polygon()))
+    return out
 
 
 def retrieval_error(

@@ -69,7 +69,7 @@ def fit(
     box: Annotated[
         tuple[float, float], typer.Option(help="LO HI: train on x, y in [LO, HI]^dim, and report errors there.")
     ] = (-1.0, 1.0),
-    steps: Annotated[int, typer.Option(help="Adam steps (rounded up to a multiple of 100).")] = 2000,
+    steps: Annotated[int, typer.Option(help="Adam steps.")] = 2000,
     batch: Annotated[int, typer.Option(help="Pairs per step.")] = 256,
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-2,
     seed: Annotated[int, typer.Option(help="Seed for weights, training pairs and minibatches.")] = 0,

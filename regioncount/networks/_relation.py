@@ -131,15 +131,23 @@ def attention_head_relation(Wq, Wk) -> RelationModel:
 
 
 def random_relation(
-    input_dim: int, widths, features: int, *, key_dim: int | None = None, symmetric: bool = True, seed: int = 0
+    input_dim: int,
+    widths,
+    features: int,
+    *,
+    key_dim: int | None = None,
+    symmetric: bool = True,
+    seed: int = 0,
+    init: str = "torch",
 ) -> RelationModel:
-    """A seeded random relation model (PyTorch-default init): phi ``input_dim -> widths -> features``; psi the
-    same shape on ``key_dim`` (default ``input_dim``) inputs, or ``phi`` itself when ``symmetric``."""
+    """A seeded random relation model (``init`` as in :func:`random_mlp`): phi ``input_dim -> widths ->
+    features``; psi the same shape on ``key_dim`` (default ``input_dim``) inputs, or phi itself when
+    ``symmetric``."""
     from ._mlp import random_mlp
 
-    phi = random_mlp(input_dim, widths, features, seed=seed)
+    phi = random_mlp(input_dim, widths, features, seed=seed, init=init)
     if symmetric:
         if key_dim not in (None, input_dim):
             raise ValueError("a symmetric relation model has keys of the query dimension")
         return RelationModel(phi)
-    return RelationModel(phi, random_mlp(key_dim or input_dim, widths, features, seed=seed + 1))
+    return RelationModel(phi, random_mlp(key_dim or input_dim, widths, features, seed=seed + 1, init=init))

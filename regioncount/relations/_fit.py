@@ -9,6 +9,7 @@ minibatches of that pool. The reported errors are on a grid: every pair of ``gri
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 
@@ -19,14 +20,14 @@ from .._errors import RegionCountError
 from ..networks import MLP, RelationModel, random_mlp
 from ._targets import as_target
 
-#: Optimiser steps per compiled call (the progress callback runs between calls).
-_STEPS_PER_CALL = 100
+#: Steps per reported loss (their mean) and progress call.
+_STEPS_PER_BLOCK = 100
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FitResult:
-    """A fitted model with its errors on the grid (``sup_error``, ``mean_error``) and the training loss
-    after each block of steps (``losses``)."""
+    """A fitted model with its errors on the grid (``sup_error``, ``mean_error``) and the mean training
+    loss of each 100 steps (``losses``)."""
 
     model: RelationModel
     target: str
@@ -90,12 +91,10 @@ def fit_relation(
     inputs, or phi itself when ``symmetric``, default: the target's ``symmetric``) to ``target`` (a name of
     a built-in, a callable ``fn(X, Y) -> (N,)`` or a target object) on ``box^q x box^p``.
 
-    Seeded by ``seed`` (initial weights, training pairs, minibatches). ``steps`` is rounded up to a multiple
-    of 100 (one compiled block); ``progress(done, total)`` is called after every block.
+    Seeded by ``seed`` (initial weights, training pairs, minibatches). ``progress(done, total)`` is called
+    every 100 steps; ``losses`` holds the mean loss of each 100 steps.
     """
-    import jax
     import jax.numpy as jnp
-    import optax
 
     t0 = time.perf_counter()
     tgt = as_target(target)
@@ -122,44 +121,21 @@ def fit_relation(
     params = {"phi": init(input_dim, seed)}
     if not symmetric:
         params["psi"] = init(key_dim, seed + 1)
-
-    def apply(layers, H):
-        for i, (w, b) in enumerate(layers):
-            H = H @ w.T + b
-            if i < len(layers) - 1:
-                H = jax.nn.relu(H)
-        return H
-
-    def loss(p, xb, yb, rb):
-        fx = apply(p["phi"], xb)
-        fy = apply(p["psi"] if "psi" in p else p["phi"], yb)
-        return jnp.mean((jnp.sum(fx * fy, axis=1) - rb) ** 2)
-
-    opt = optax.adam(learning_rate)
-    Xj, Yj, rj = jnp.asarray(X), jnp.asarray(Y), jnp.asarray(r)
-
-    @jax.jit
-    def run_block(p, state, key):
-        def step(carry, k):
-            p, state = carry
-            idx = jax.random.randint(k, (batch,), 0, pool)
-            val, g = jax.value_and_grad(loss)(p, Xj[idx], Yj[idx], rj[idx])
-            upd, state = opt.update(g, state, p)
-            return (optax.apply_updates(p, upd), state), val
-
-        (p, state), vals = jax.lax.scan(step, (p, state), jax.random.split(key, _STEPS_PER_CALL))
-        return p, state, jnp.mean(vals)
-
+    opt = _optimiser()
     state = opt.init(params)
-    key = jax.random.PRNGKey(seed)
-    blocks = -(-steps // _STEPS_PER_CALL)
+    state.hyperparams["learning_rate"] = jnp.asarray(learning_rate, dtype=jnp.float64)  # strong type: one trace
+    Xj, Yj, rj = jnp.asarray(X), jnp.asarray(Y), jnp.asarray(r)
+    batches = rng.integers(0, pool, (steps, batch))
     losses = []
-    for i in range(blocks):
-        key, sub = jax.random.split(key)
-        params, state, val = run_block(params, state, sub)
-        losses.append(float(val))
-        if progress is not None:
-            progress((i + 1) * _STEPS_PER_CALL, blocks * _STEPS_PER_CALL)
+    total, count = 0.0, 0
+    for i in range(steps):
+        params, state, val = _step(params, state, batches[i], Xj, Yj, rj)
+        total, count = total + val, count + 1  # stays on the device until a block ends
+        if count == _STEPS_PER_BLOCK or i == steps - 1:
+            losses.append(float(total) / count)
+            total, count = 0.0, 0
+            if progress is not None:
+                progress(i + 1, steps)
 
     def to_mlp(layers) -> MLP:
         return MLP(tuple(np.asarray(w) for w, _ in layers), tuple(np.asarray(b) for _, b in layers))
@@ -172,11 +148,60 @@ def fit_relation(
         sup_error=sup,
         mean_error=mean,
         losses=np.array(losses),
-        steps=blocks * _STEPS_PER_CALL,
+        steps=steps,
         grid=grid,
         seed=seed,
         seconds=time.perf_counter() - t0,
     )
+
+
+@functools.lru_cache(maxsize=1)
+def _optimiser():
+    """Adam with its learning rate held in the optimiser state, so one compiled step serves every rate."""
+    import optax
+
+    return optax.inject_hyperparams(optax.adam)(learning_rate=1e-2)
+
+
+def _apply(layers, H):
+    import jax
+
+    for i, (w, b) in enumerate(layers):
+        H = H @ w.T + b
+        if i < len(layers) - 1:
+            H = jax.nn.relu(H)
+    return H
+
+
+def _loss(p, xb, yb, rb):
+    import jax.numpy as jnp
+
+    fx = _apply(p["phi"], xb)
+    fy = _apply(p["psi"] if "psi" in p else p["phi"], yb)
+    return jnp.mean((jnp.sum(fx * fy, axis=1) - rb) ** 2)
+
+
+def _step_impl(p, state, idx, X, Y, r):
+    import jax
+    import optax
+
+    val, g = jax.value_and_grad(_loss)(p, X[idx], Y[idx], r[idx])
+    upd, state = _optimiser().update(g, state, p)
+    return optax.apply_updates(p, upd), state, val
+
+
+@functools.cache
+def _jitted_step():
+    import jax
+
+    return jax.jit(_step_impl)
+
+
+def _step(p, state, idx, X, Y, r):
+    """One Adam step on the minibatch ``idx`` of the pool ``(X, Y, r)``. Jitted once at module level, so fits
+    with the same shapes share one compilation; the pool is an argument, not a constant baked into the
+    compiled program (which would slow compilation down). Dispatch is asynchronous."""
+    return _jitted_step()(p, state, idx, X, Y, r)
 
 
 def _pairwise(target, X: np.ndarray, Y: np.ndarray) -> np.ndarray:

@@ -244,6 +244,17 @@ def test_margin_areas_are_exact_and_match_samples():
     assert softmax_inverse_temperature(0.1, 5, 0.99) == pytest.approx(np.log(4 * 99) / 0.1)
 
 
+def test_margin_area_closed_form():
+    # keys (-1/2, 0), (1/2, 0) with Voronoi scores: s_0 - s_1 = -x1, so the margin is |x1| and it is at
+    # least g on an area 4 (1 - g) of [-1, 1]^2; a third key far away adds a rival that never binds
+    K = np.array([[-0.5, 0.0], [0.5, 0.0], [0.0, 40.0]])
+    ret = retrieval_partition(IDENTITY, K, BOX, key_bias=voronoi_bias(IDENTITY, K))
+    assert ret.retrieved.tolist() == [0, 1]
+    for g in (0.01, 0.3, 0.75):
+        assert ret.margin_area(g) == pytest.approx(4 * (1 - g), abs=1e-12)
+    assert ret.margin_area(1.5) == 0.0
+
+
 # ----------------------------------------------------------------------------------------------------
 # model files and the CLI
 
@@ -345,6 +356,13 @@ def test_cli_counting_a_relation_model_asks_for_keys(tmp_path, capsys):
     save_model(random_relation(2, [4], 3, seed=0), model)
     code, _, err = _run(capsys, "count", model)
     assert code != 0 and len(err.strip().splitlines()) == 1 and "--keys" in err
+
+
+def test_a_target_that_cannot_rank_the_keys_is_refused():
+    model = random_relation(2, [4], 3, key_dim=3, symmetric=False, seed=0)
+    ret = retrieval_partition(model, np.zeros((2, 3)) + [[0.0], [1.0]], BOX)
+    with pytest.raises(Exception, match="cannot rank these keys"):
+        retrieval_error(ret, "gaussian")  # |x - y| needs keys of the query dimension
 
 
 def test_model_utility_with_bias_matches_its_model():

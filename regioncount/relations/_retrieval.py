@@ -62,26 +62,23 @@ def _evaluate(maps: np.ndarray, U: np.ndarray) -> np.ndarray:
     return maps[..., 0] * U[:, 0].reshape(shape) + maps[..., 1] * U[:, 1].reshape(shape) + maps[..., 2]
 
 
-def _clip(P: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The part ``w . (u, 1) >= 0`` of the convex polygon ``P (m, 2)`` (Sutherland-Hodgman, one halfplane)."""
-    if P.shape[0] == 0:
-        return P
-    s = P @ w[:2] + w[2]
-    out = []
-    for i in range(P.shape[0]):
-        j = (i + 1) % P.shape[0]
-        if s[i] >= 0:
-            out.append(P[i])
-        if (s[i] >= 0) != (s[j] >= 0):
-            out.append(P[i] + (s[i] / (s[i] - s[j])) * (P[j] - P[i]))
-    return np.array(out).reshape(-1, 2)
+def _halfplanes(W: np.ndarray, centre: np.ndarray, reach: float):
+    """Halfplanes ``{u : W[i] . (u, 1) >= 0}`` (``W (N, 3)``) on a domain within ``reach / 2`` of ``centre``:
+    shapely squares ``(N,)`` that cover the positive side over the domain, and ``whole (N,)``: +1 where the
+    halfplane holds the whole domain, -1 where it misses it, 0 where the square is needed."""
+    import shapely
 
-
-def _area(P: np.ndarray) -> float:
-    if P.shape[0] < 3:
-        return 0.0
-    x, y = P[:, 0] - P[0, 0], P[:, 1] - P[0, 1]
-    return 0.5 * float(np.sum(x * np.roll(y, -1) - np.roll(x, -1) * y))
+    a, c = W[:, :2], W[:, 2]
+    norm = np.hypot(a[:, 0], a[:, 1])
+    safe = np.where(norm > 0, norm, 1.0)
+    off = np.where(norm > 0, (a @ centre + c) / safe, np.where(c >= 0, np.inf, -np.inf))  # centre to line
+    whole = np.where(off >= reach, 1, np.where(off <= -reach, -1, 0))
+    n = np.where((norm > 0)[:, None], a / safe[:, None], [[1.0, 0.0]])
+    p0 = centre - np.where(whole == 0, off, 0.0)[:, None] * n  # the line's point nearest the centre
+    t = np.stack([-n[:, 1], n[:, 0]], 1)
+    L = 4.0 * reach
+    quad = np.stack([p0 + L * t, p0 - L * t, p0 - L * t + L * n, p0 + L * t + L * n], 1)
+    return shapely.polygons(quad), whole
 
 
 def softmax_inverse_temperature(margin: float, n_keys: int, weight: float = 0.99) -> float:
@@ -160,16 +157,24 @@ class Retrieval:
             raise ValueError(f"the margin must be positive, got {margin}")
         if self.n_keys == 1:
             return float(self.partition.areas.sum())
-        total = 0.0
-        for r in range(self.partition.n_regions):
-            j = self.key_of_region[r]
-            W = self.score_maps[r, j] - np.delete(self.score_maps[r], j, axis=0)
+        import shapely
+
+        R, n = self.partition.n_regions, self.n_keys
+        j = self.key_of_region
+        lo, hi = np.asarray(self.domain.param_lo, float), np.asarray(self.domain.param_hi, float)
+        centre, reach = (lo + hi) / 2, float(np.hypot(*(hi - lo)))
+        # the other keys of each region, in order: rival k of region r is others[r, k]
+        others = np.argsort(np.arange(n)[None, :] == j[:, None], axis=1, kind="stable")[:, : n - 1]
+        rows = np.arange(R)
+        cells = self.partition.to_shapely()
+        for k in range(n - 1):
+            W = self.score_maps[rows, j] - self.score_maps[rows, others[:, k]]
             W[:, 2] -= margin
-            P = self.partition.polygon(r)
-            for w in W:
-                P = _clip(P, w)
-            total += _area(P)
-        return total
+            quads, whole = _halfplanes(W, centre, reach)
+            cut = whole == 0
+            cells[cut] = shapely.intersection(cells[cut], quads[cut])
+            cells[whole < 0] = shapely.Polygon()
+        return float(shapely.area(cells).sum())
 
     def summary(self, margins=(0.05, 0.1, 0.25), weight: float = 0.99) -> dict:
         """JSON-ready: counts, areas per key, and per margin the area where it holds and the softmax
@@ -367,6 +372,13 @@ def retrieval_error(
         raise RegionCountError(f"unknown method {method!r}: use auto, exact or sample")
     t0 = time.perf_counter()
     target = as_target(target)
+    centre = (np.asarray(retrieval.domain.param_lo, float) + np.asarray(retrieval.domain.param_hi, float)) / 2
+    try:
+        probe = np.asarray(target.matrix(retrieval.domain.to_input(centre[None]), retrieval.keys))
+    except (ValueError, TypeError, IndexError) as e:
+        raise RegionCountError(f"the target cannot rank these keys for these queries ({e})") from None
+    if probe.shape != (1, retrieval.n_keys):
+        raise RegionCountError(f"the target gives {probe.shape} utilities for 1 query and {retrieval.n_keys} keys")
     program = utility_program(target, retrieval.keys) if method != "sample" else None
     if program is None and method == "exact":
         raise RegionCountError(

@@ -186,8 +186,8 @@ def retrieval(
     target: Annotated[
         str | None,
         typer.Option(
-            help="Target preorder to compare with: gaussian, prefers, bilinear, or a relation model file. Exact "
-            "where its cells are polygons (all of these), else sampled."
+            help="Target preorder to compare with: gaussian, prefers, bilinear, or a relation model file (keys "
+            "ranked by its <phi(x), psi(y)>, no bias). Exact where its cells are polygons (all of these), else sampled."
         ),
     ] = None,
     sigma: SigmaOpt = 1.0,

@@ -444,7 +444,9 @@ def _sampled_error(ret: Retrieval, target, samples: int, seed: int, grid: int, t
         Xp = np.concatenate([X, np.repeat(X[-1:], _CHUNK - n, 0)]) if n < _CHUNK else X
         _, codes, _ = forward_codes(program, Xp)
         mk = np.asarray(codes)[:n, -1]
-        u = target.matrix(X, ret.keys)
+        u = np.asarray(target.matrix(X, ret.keys), dtype=np.float64)
+        if not np.all(np.isfinite(u)):
+            raise RegionCountError("the target's utility is not finite (NaN or inf) at some sampled queries")
         best = u.max(axis=1)
         wrong += int(np.sum(u[np.arange(n), mk] < best - tie_tol * (1.0 + np.abs(best))))
         done += n

@@ -225,7 +225,9 @@ def test_a_callable_target_is_sampled_and_labelled_so():
     ret = retrieval_partition(IDENTITY, K, BOX, key_bias=voronoi_bias(IDENTITY, K))
     fn = lambda X, Y: -np.abs(X - Y).sum(1)  # nearest key in the L1 norm: not polygons of an affine utility
     err = retrieval_error(ret, fn, samples=50_000)
-    assert not err.exact and err.method == "sample" and err.as_dict()["sampled"] is True
+    d = err.as_dict()
+    assert not err.exact and d["mistake_exact"] is False and d["mistake_method"] == "sample"
+    assert d["mistake_samples"] == 50_000 and d["mistake_std_error"] > 0
     with pytest.raises(Exception, match="cannot be exact"):
         retrieval_error(ret, fn, method="exact")
 
@@ -326,11 +328,20 @@ def test_cli_fit_then_retrieval(tmp_path, capsys):
     assert code == 0, err
     res = json.loads(out)
     assert res == json.loads(js.read_text())
-    assert res["keys"] == 3 and res["exact"] is True and res["method"] == "exact"
+    assert res["keys"] == 3 and res["exact"] is True and res["mistake_exact"] is True
     assert sum(res["key_areas"]) == pytest.approx(4.0)
     rows = csv_path.read_text().splitlines()
     assert rows[0].startswith("key,y1,y2") and len(rows) == 4
     assert fig.read_bytes()[:4] == b"\x89PNG"
+    # a sampled mistake area says so, in the table and in JSON
+    code, out, err = _run(capsys, "retrieval", model, "--keys", keys, "--target", "gaussian", "--method", "sample")
+    assert code == 0, err
+    assert "sampled from 100,000 points" in out
+    code, out, err = _run(
+        capsys, "retrieval", model, "--keys", keys, "--target", "gaussian", "--method", "sample", "--json"
+    )
+    res = json.loads(out)
+    assert res["exact"] is True and res["mistake_exact"] is False and res["mistake_std_error"] > 0
 
 
 @pytest.mark.parametrize(

@@ -316,16 +316,17 @@ class RetrievalError:
         return self.area / self.domain_area
 
     def as_dict(self) -> dict:
+        """JSON-ready, every key prefixed ``mistake_`` (so it sits beside a partition's own fields)."""
         d = {
             "mistake_area": self.area,
             "mistake_fraction": self.fraction,
+            "mistake_exact": self.exact,
+            "mistake_method": self.method,
+            "mistake_seconds": self.seconds,
             "domain_area": self.domain_area,
-            "exact": self.exact,
-            "method": self.method,
-            "seconds": self.seconds,
         }
         if not self.exact:
-            d.update(samples=self.samples, std_error=self.std_error, sampled=True)
+            d.update(mistake_samples=self.samples, mistake_std_error=self.std_error)
         return d
 
 

@@ -12,6 +12,7 @@ from ._errors import (
     DegreeTooHighError as DegreeTooHighError,
     DomainError as DomainError,
     InexactError as InexactError,
+    KeySetError as KeySetError,
     MemoryCapError as MemoryCapError,
     ModelFileError as ModelFileError,
     NotPiecewiseError as NotPiecewiseError,
@@ -38,6 +39,12 @@ from .networks import (
     random_mlp as random_mlp,
     random_transformer as random_transformer,
     truncate as truncate,
+)
+from .relations import (
+    RelationModel as RelationModel,
+    fit_relation as fit_relation,
+    retrieval_error as retrieval_error,
+    retrieval_partition as retrieval_partition,
 )
 from .results import Partition as Partition, certify as certify
 from .theory import (

@@ -36,3 +36,7 @@ class InexactError(RegionCountError):
 
 class CertificateError(RegionCountError):
     """An independent check of an exact result failed (``--certify``)."""
+
+
+class KeySetError(RegionCountError):
+    """A retrieval key set that does not fit its model: empty, of the wrong dimension, or not finite."""

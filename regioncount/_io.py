@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ._errors import ModelFileError
-from .networks import MLP, Block, Maxout, Transformer
+from .networks import MLP, Block, Maxout, RelationModel, Transformer
 
 FORMAT_VERSION = 1
 _CONFIG_KEY = "__regioncount__"
@@ -70,11 +70,20 @@ def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
             "valid_box": None if net.valid_box is None else [list(net.valid_box[0]), list(net.valid_box[1])],
         }
         return arrays, config
+    if isinstance(net, RelationModel):
+        # phi and psi as two MLPs under prefixes; no psi arrays means psi = phi (symmetric)
+        arrays, config = {}, {"arch": "relation", "symmetric": net.symmetric}
+        for name, mlp in (("phi", net.phi), ("psi", net.psi)):
+            if mlp is not None:
+                arrays.update({f"{name}.weights.{i}": w for i, w in enumerate(mlp.weights)})
+                arrays.update({f"{name}.biases.{i}": b for i, b in enumerate(mlp.biases)})
+                config[f"{name}_layers"] = len(mlp.weights)
+        return arrays, config
     raise TypeError(f"cannot save a {type(net).__name__}")
 
 
 def save_model(net, path) -> None:
-    """Write ``net`` (MLP, Maxout or Transformer) to ``path`` in regioncount's own ``.npz`` layout, atomically."""
+    """Write ``net`` (MLP, Maxout, Transformer or RelationModel) to ``path`` in regioncount's own ``.npz`` layout, atomically."""
     arrays, config = _arrays_and_config(net)
     config["format"] = FORMAT_VERSION
     buf = io.BytesIO()
@@ -112,6 +121,14 @@ def _from_own(data: dict, config: dict, path):
             readout_token=int(config.get("readout_token", 0)),
             valid_box=None if vb is None else (tuple(vb[0]), tuple(vb[1])),
         )
+    if arch == "relation":
+
+        def mlp(name: str) -> MLP:
+            m = int(config.get(f"{name}_layers", 0))
+            ws = tuple(_need(data, f"{name}.weights.{i}", path) for i in range(m))
+            return MLP(ws, tuple(_need(data, f"{name}.biases.{i}", path) for i in range(m)))
+
+        return RelationModel(mlp("phi"), None if config.get("symmetric", False) else mlp("psi"))
     raise ModelFileError(f"{path}: unknown architecture {arch!r} in its config")
 
 
@@ -138,7 +155,7 @@ def _from_torch(data: dict, path) -> MLP:
 
 
 def load_model(path):
-    """Read a model file (either layout) into an MLP, Maxout or Transformer.
+    """Read a model file (either layout) into an MLP, Maxout, Transformer or RelationModel.
 
     Raises :class:`ModelFileError` with one clear sentence for a missing or unreadable file, missing
     keys, shapes that do not fit, or NaN/inf entries.

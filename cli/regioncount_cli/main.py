@@ -552,6 +552,11 @@ from ._plot import plot, plot_line  # noqa: E402
 app.command("plot")(plot)
 app.command("plot-line")(plot_line)
 
+from .relation import relation_app, retrieval  # noqa: E402
+
+app.add_typer(relation_app, name="relation")
+app.command("retrieval")(retrieval)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: usage errors and library errors become one line on stderr, never a traceback."""

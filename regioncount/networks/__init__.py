@@ -13,6 +13,12 @@ from ._ops import (
     is_piecewise_linear as is_piecewise_linear,
     walk_widths as walk_widths,
 )
+from ._relation import (
+    RelationModel as RelationModel,
+    attention_head_relation as attention_head_relation,
+    linear_map as linear_map,
+    random_relation as random_relation,
+)
 from ._transformer import (
     Block as Block,
     Transformer as Transformer,

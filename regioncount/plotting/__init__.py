@@ -25,3 +25,4 @@ from ._regions import (
     sample_image as sample_image,
     truncations as truncations,
 )
+from ._retrieval import figure_retrieval as figure_retrieval, plot_retrieval as plot_retrieval

@@ -139,7 +139,9 @@ def slice_through(points, margin: float = 0.75) -> tuple[Slice, np.ndarray]:
     """
     P = np.asarray(points, dtype=np.float64)
     if P.ndim != 2 or P.shape[0] != 3 or not np.all(np.isfinite(P)):
-        raise DomainError(f"a slice through data needs three finite points of one shape, got an array of shape {P.shape}")
+        raise DomainError(
+            f"a slice through data needs three finite points of one shape, got an array of shape {P.shape}"
+        )
     c = P.mean(axis=0)
     d1, d2 = P[1] - P[0], P[2] - P[0]
     n1 = np.linalg.norm(d1)

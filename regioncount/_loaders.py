@@ -301,7 +301,10 @@ class _OnnxReader:
             W = float(at.get("alpha", 1.0)) * W
             b = None
             if len(ins) > 2 and ins[2]:
-                b = float(at.get("beta", 1.0)) * np.broadcast_to(self.const(ins[2]).astype(np.float64), (1, W.shape[0]))[0]
+                b = (
+                    float(at.get("beta", 1.0))
+                    * np.broadcast_to(self.const(ins[2]).astype(np.float64), (1, W.shape[0]))[0]
+                )
             return [self.apply(x, Linear(W, b))]
         if t == "MatMul":
             B = self.const(ins[1]).astype(np.float64)

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from regioncount import Segment, Slice, count_sampled, forward_codes, partition_plane, walk_line
+from regioncount import Segment, count_sampled, forward_codes, partition_plane, walk_line
 from regioncount.networks import ConvNet, DecisionNet, class_position, lower_layers
 from regioncount.networks._conv import (
     AvgPool2d,

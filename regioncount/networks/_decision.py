@@ -42,9 +42,7 @@ class DecisionNet:
         if n == 1:
             ops.append(Affine(as_f64(np.array([[0.0], [1.0]])), as_f64(np.zeros(2))))
         ops.append(GroupMax(max(n, 2)))
-        return Program(
-            tokens=program.tokens, input_dim=program.input_dim, ops=tuple(ops), out_token=program.out_token
-        )
+        return Program(tokens=program.tokens, input_dim=program.input_dim, ops=tuple(ops), out_token=program.out_token)
 
 
 def _logits(net) -> int:

@@ -1,4 +1,4 @@
 """Result types: the exact 2D partition with codes, polygons, affine maps and adjacency graph."""
 
-from ._partition import Partition as Partition
 from ._decision import decision_labels as decision_labels, decision_summary as decision_summary
+from ._partition import Partition as Partition

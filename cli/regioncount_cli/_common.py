@@ -17,7 +17,11 @@ from regioncount._errors import RegionCountError
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[
-    Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+    Path,
+    typer.Argument(
+        help="Model file: .npz (regioncount's layout or a PyTorch Sequential state dict), .safetensors (a "
+        "Sequential state dict of Linear layers) or .onnx (needs the onnx extra)."
+    ),
 ]
 OriginOpt = Annotated[
     str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")

@@ -232,3 +232,64 @@ def test_decision_regions_are_unions_of_linear_regions():
     # the decision partition refines the activation partition: dropping the class digit gives its codes
     base = partition_plane(net, dom)
     assert np.unique(np.delete(part.codes, pos, axis=1), axis=0).shape[0] == base.n_regions
+
+
+# --------------------------------------------------------------------------------------------
+# the torch-module reader, on stand-ins with torch's class names and attributes (torch is optional)
+
+
+class _T:
+    def __init__(self, a):
+        self.a = np.asarray(a, dtype=np.float32)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a
+
+
+def _module(name, **attrs):
+    return type(name, (), {})() if not attrs else type(name, (), dict(attrs))()
+
+
+def test_torch_layers_from_stand_ins():
+    from regioncount import from_torch
+
+    rng = np.random.default_rng(8)
+    K, kb = rng.normal(size=(2, 1, 3, 3)), rng.normal(size=2)
+    g, be, mu, var = rng.normal(size=2), rng.normal(size=2), rng.normal(size=2), rng.uniform(0.5, 2, 2)
+    W, b = rng.normal(size=(3, 8)), rng.normal(size=3)
+    conv = _module(
+        "Conv2d",
+        weight=_T(K),
+        bias=_T(kb),
+        stride=(1, 1),
+        padding=(1, 1),
+        dilation=(1, 1),
+        groups=1,
+        padding_mode="zeros",
+    )
+    bn = _module(
+        "BatchNorm2d", num_features=2, weight=_T(g), bias=_T(be), running_mean=_T(mu), running_var=_T(var), eps=1e-5
+    )
+    pool = _module("MaxPool2d", kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)
+    flat = _module("Flatten", start_dim=1, end_dim=-1)
+    lin = _module("Linear", weight=_T(W), bias=_T(b))
+    seq = type("Sequential", (), {"children": lambda self: iter(self.mods)})()
+    seq.mods = [conv, bn, _module("ReLU"), pool, _module("Dropout"), flat, lin]
+    net = from_torch(seq, (1, 4, 4))
+    f32 = lambda a: np.asarray(a, np.float32).astype(np.float64)
+    X = rng.normal(size=(4, 1, 4, 4))
+    want = []
+    for x in X:
+        y = ref_conv(x, f32(K), f32(kb), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+        y = f32(g)[:, None, None] * (y - f32(mu)[:, None, None]) / np.sqrt(f32(var)[:, None, None] + 1e-5)
+        y = np.maximum(y + f32(be)[:, None, None], 0)
+        want.append(f32(W) @ ref_pool(y, (2, 2), (2, 2), (0,) * 4, "max").ravel() + f32(b))
+    np.testing.assert_allclose(run(net, X), np.stack(want), rtol=1e-12, atol=1e-12)
+    with pytest.raises(Exception, match="Sigmoid is not supported"):
+        from_torch([_module("Sigmoid")], (3,))

@@ -392,3 +392,17 @@ def test_torch_module_if_installed():
         want = m(torch.tensor(X, dtype=torch.float32)).numpy()
     Y, _, _ = forward_codes(net.lower(), X.reshape(5, -1))
     np.testing.assert_allclose(np.asarray(Y), want, rtol=1e-4, atol=1e-5)
+
+
+def test_committed_digits_cnn_matches_onnxruntime():
+    """The worked example's ONNX file (scripts/digits_cnn.py) against onnxruntime on the digits it was sliced through
+    and on random images: float32 precision, same predicted classes."""
+    d = Path(__file__).resolve().parents[1] / "docs" / "digits"
+    pts = np.stack([np.load(d / f"digit_{c}.npy") for c in "abc"])
+    X = np.concatenate([pts, np.random.default_rng(0).uniform(0, 1, (30, 1, 8, 8))]).astype(np.float32)
+    want = ort_run(d / "digits_cnn.onnx", X)
+    got, net = ours(d / "digits_cnn.onnx", X)
+    assert net.input_shape == (1, 8, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert np.array_equal(got.argmax(1), want.argmax(1))
+    assert len(set(got[:3].argmax(1))) == 3  # three digits of different classes

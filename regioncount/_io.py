@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ._errors import ModelFileError
-from .networks import MLP, Block, Maxout, Transformer
+from .networks import MLP, Block, ConvNet, Maxout, Transformer
 
 FORMAT_VERSION = 1
 _CONFIG_KEY = "__regioncount__"
@@ -70,11 +70,15 @@ def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
             "valid_box": None if net.valid_box is None else [list(net.valid_box[0]), list(net.valid_box[1])],
         }
         return arrays, config
+    if isinstance(net, ConvNet):
+        from ._loaders import convnet_arrays
+
+        return convnet_arrays(net)
     raise TypeError(f"cannot save a {type(net).__name__}")
 
 
 def save_model(net, path) -> None:
-    """Write ``net`` (MLP, Maxout or Transformer) to ``path`` in regioncount's own ``.npz`` layout, atomically."""
+    """Write ``net`` (MLP, Maxout, Transformer or ConvNet) to ``path`` in regioncount's own ``.npz`` layout, atomically."""
     arrays, config = _arrays_and_config(net)
     config["format"] = FORMAT_VERSION
     buf = io.BytesIO()
@@ -112,6 +116,10 @@ def _from_own(data: dict, config: dict, path):
             readout_token=int(config.get("readout_token", 0)),
             valid_box=None if vb is None else (tuple(vb[0]), tuple(vb[1])),
         )
+    if arch == "convnet":
+        from ._loaders import convnet_from
+
+        return convnet_from(data, config, path)
     raise ModelFileError(f"{path}: unknown architecture {arch!r} in its config")
 
 

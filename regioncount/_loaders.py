@@ -438,3 +438,59 @@ def load_onnx(path) -> ConvNet:
         raise
     except Exception as e:  # a well-formed protobuf that is not a sensible graph
         raise ModelFileError(f"{path}: not a usable ONNX graph ({type(e).__name__}: {e})") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# regioncount's own .npz layout for a ConvNet (read and written through _io.load_model / save_model)
+
+
+def convnet_arrays(net: ConvNet) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays and JSON config of a :class:`ConvNet`: its ops as a nested list, its input shape."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def encode(ops, prefix: str) -> list:
+        out = []
+        for i, op in enumerate(ops):
+            key = f"{prefix}{i}"
+            if isinstance(op, Affine):
+                arrays[f"{key}.W"], arrays[f"{key}.b"] = op.W, op.b
+                out.append({"op": "affine"})
+            elif isinstance(op, ReLU):
+                out.append({"op": "relu"})
+            elif isinstance(op, GroupMax):
+                out.append({"op": "groupmax", "k": int(op.k)})
+            elif isinstance(op, Residual):
+                out.append({"op": "residual", "body": encode(op.body, f"{key}.")})
+            else:
+                raise TypeError(f"cannot save a {type(op).__name__} op of a ConvNet")
+        return out
+
+    ops = encode(net.ops, "ops.")
+    return arrays, {"arch": "convnet", "input_shape": list(net.input_shape), "ops": ops, "source": net.source}
+
+
+def convnet_from(data: dict, config: dict, path) -> ConvNet:
+    """The :class:`ConvNet` that :func:`convnet_arrays` wrote."""
+
+    def decode(items, prefix: str) -> tuple:
+        ops = []
+        for i, item in enumerate(items):
+            key, kind = f"{prefix}{i}", item.get("op")
+            if kind == "affine":
+                for part in ("W", "b"):
+                    if f"{key}.{part}" not in data:
+                        raise ModelFileError(f"{path}: missing array {key}.{part}")
+                ops.append(Affine(as_f64(data[f"{key}.W"]), as_f64(data[f"{key}.b"])))
+            elif kind == "relu":
+                ops.append(ReLU())
+            elif kind == "groupmax":
+                ops.append(GroupMax(int(item["k"])))
+            elif kind == "residual":
+                ops.append(Residual(decode(item["body"], f"{key}.")))
+            else:
+                raise ModelFileError(f"{path}: unknown op {kind!r} in its config")
+        return tuple(ops)
+
+    if "input_shape" not in config:
+        raise ModelFileError(f"{path}: its config has no input shape")
+    return ConvNet(decode(config.get("ops", []), "ops."), tuple(config["input_shape"]), str(config.get("source", "")))

@@ -293,3 +293,19 @@ def test_torch_layers_from_stand_ins():
     np.testing.assert_allclose(run(net, X), np.stack(want), rtol=1e-12, atol=1e-12)
     with pytest.raises(Exception, match="Sigmoid is not supported"):
         from_torch([_module("Sigmoid")], (3,))
+
+
+def test_convnet_file_round_trip_keeps_input_shape(tmp_path):
+    from regioncount import load_model, save_model
+
+    rng = np.random.default_rng(9)
+    W = rng.normal(size=(2, 2, 3, 3))
+    net = lower_layers(
+        [Skip((Conv2d(W, None, 1, 1), ReLU())), MaxPool2d(2), Flatten(), Linear(rng.normal(size=(3, 8)))], (2, 4, 4)
+    )
+    save_model(net, tmp_path / "cnn.npz")
+    back = load_model(tmp_path / "cnn.npz")
+    assert isinstance(back, ConvNet) and back.input_shape == (2, 4, 4)
+    assert [type(o) for o in back.ops] == [type(o) for o in net.ops]
+    X = rng.normal(size=(5, 2, 4, 4))
+    np.testing.assert_array_equal(run(back, X), run(net, X))

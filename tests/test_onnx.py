@@ -337,6 +337,13 @@ def test_cli_bad_input_is_one_line(cnn_files, tmp_path, cli):
     # a graph input whose shape is not known
     unk = make_model([helper.make_node("Relu", ["x"], ["y"])], {}, ("H",))
     one_line_error(cli("count", save(unk, tmp_path, "unk.onnx")), "not fully known")
+    # a graph whose weights do not fit its input shape
+    misfit = make_model(
+        [helper.make_node("Gemm", ["x", "W"], ["y"], transB=1, name="fc")], {"W": np.ones((2, 7))}, (5,)
+    )
+    one_line_error(cli("count", save(misfit, tmp_path, "misfit.onnx")), "'fc' (Gemm)", "does not fit input shape (5,)")
+    # a slice in the wrong dimension for the model
+    one_line_error(cli("count", p, "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "0,1,0"), "R^3", "16 inputs")
     # points of the wrong shape
     wrong = tmp_path / "wrong.npy"
     np.save(wrong, np.zeros((5, 5)))
@@ -406,3 +413,22 @@ def test_committed_digits_cnn_matches_onnxruntime():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     assert np.array_equal(got.argmax(1), want.argmax(1))
     assert len(set(got[:3].argmax(1))) == 3  # three digits of different classes
+
+
+def test_onnx_cnn_engines_agree_through_points(cnn_files):
+    """On the slice through three data points: exact >= sampled, every cell's code is the forward pass's code
+    at its centroid, and the line engine's pieces along a segment are the cells it crosses."""
+    from regioncount import Segment, count_sampled, walk_line
+
+    p, pts = cnn_files
+    net = load_network(p)
+    dom, uv = slice_through(np.stack([np.load(q).ravel() for q in pts]))
+    part = partition_plane(net, dom)
+    assert count_sampled(net, dom, grid=200).regions <= part.n_regions
+    _, C, _ = forward_codes(net.lower(), dom.to_input(part.centroids()))
+    np.testing.assert_array_equal(np.asarray(C), part.codes)
+    ua, ub = uv[0], uv[2]  # from the first data point to the third
+    res = walk_line(net, Segment(dom.to_input(ua), dom.to_input(ub)))
+    t = np.linspace(0, 1, 200_001)
+    hit = part.locate(ua + t[:, None] * (ub - ua))
+    assert res.activation_pieces == 1 + int(np.count_nonzero(hit[1:] != hit[:-1]))

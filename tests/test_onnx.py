@@ -148,6 +148,18 @@ def cases(rng):
             (2, 7, 5),
         )
     )
+    out.append(
+        (
+            "pools_ceil_mode",
+            [
+                helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+                helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+                helper.make_node("Flatten", ["a"], ["y"]),
+            ],
+            {},
+            (2, 7, 6),
+        )
+    )
     for include in (0, 1):
         out.append(
             (

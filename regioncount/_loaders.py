@@ -95,8 +95,12 @@ def load_safetensors(path):
 # torch modules (optional: torch is never required)
 
 
-def _numpy(t) -> np.ndarray | None:
-    return None if t is None else np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
+def _numpy(t) -> np.ndarray:
+    return np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
+
+
+def _maybe(t) -> np.ndarray | None:
+    return None if t is None else _numpy(t)
 
 
 def torch_layers(module) -> list:
@@ -110,11 +114,11 @@ def torch_layers(module) -> list:
         if name == "Sequential":
             out += torch_layers(m)
         elif name == "Linear":
-            out.append(Linear(_numpy(m.weight), _numpy(m.bias)))
+            out.append(Linear(_numpy(m.weight), _maybe(m.bias)))
         elif name == "Conv2d":
             if getattr(m, "padding_mode", "zeros") != "zeros" or isinstance(m.padding, str):
                 raise ModelFileError(f"Conv2d with padding {m.padding!r} / mode {m.padding_mode!r} is not supported")
-            out.append(Conv2d(_numpy(m.weight), _numpy(m.bias), m.stride, m.padding, m.dilation, m.groups))
+            out.append(Conv2d(_numpy(m.weight), _maybe(m.bias), m.stride, m.padding, m.dilation, m.groups))
         elif name == "ReLU":
             out.append(ReLU())
         elif name == "MaxPool2d":
@@ -448,8 +452,8 @@ def convnet_arrays(net: ConvNet) -> tuple[dict[str, np.ndarray], dict]:
     """Arrays and JSON config of a :class:`ConvNet`: its ops as a nested list, its input shape."""
     arrays: dict[str, np.ndarray] = {}
 
-    def encode(ops, prefix: str) -> list:
-        out = []
+    def encode(ops, prefix: str) -> list[dict]:
+        out: list[dict] = []
         for i, op in enumerate(ops):
             key = f"{prefix}{i}"
             if isinstance(op, Affine):
@@ -473,7 +477,7 @@ def convnet_from(data: dict, config: dict, path) -> ConvNet:
     """The :class:`ConvNet` that :func:`convnet_arrays` wrote."""
 
     def decode(items, prefix: str) -> tuple:
-        ops = []
+        ops: list = []
         for i, item in enumerate(items):
             key, kind = f"{prefix}{i}", item.get("op")
             if kind == "affine":

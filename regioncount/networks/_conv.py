@@ -24,22 +24,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
 from ._ops import Affine, GroupMax, Program, ReLU, Residual, as_f64, walk_widths
 
 
-def _pair(v, name: str) -> tuple[int, int]:
-    t = (int(v), int(v)) if np.isscalar(v) else tuple(int(a) for a in v)
+def _pair(v: Any, name: str) -> tuple[int, int]:
+    t = (int(v), int(v)) if np.ndim(v) == 0 else tuple(int(a) for a in v)
     if len(t) != 2:
         raise ValueError(f"{name} must be one int or two, got {v!r}")
     return t  # type: ignore[return-value]
 
 
-def _pads(v) -> tuple[int, int, int, int]:
+def _pads(v: Any) -> tuple[int, int, int, int]:
     """Padding as ``(top, left, bottom, right)`` from an int, ``(ph, pw)`` or ONNX's ``(t, l, b, r)``."""
-    if np.isscalar(v):
+    if np.ndim(v) == 0:
         return (int(v),) * 4  # type: ignore[return-value]
     t = tuple(int(a) for a in v)
     if len(t) == 2:

@@ -9,6 +9,7 @@ binary classifier: the group max runs over ``(0, z)``, so class 1 is ``z > 0``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ._ops import Affine, GroupMax, Program, as_f64, walk_widths
 class DecisionNet:
     """``base`` followed by the argmax of its logits; the output is the winning logit (width 1)."""
 
-    base: object
+    base: Any
 
     @property
     def input_dim(self) -> int:

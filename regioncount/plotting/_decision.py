@@ -29,7 +29,7 @@ def class_colours(n: int) -> list[str]:
     import matplotlib.colors as mcolors
 
     cmap = mpl.colormaps["tab10" if n <= 10 else "tab20"]
-    return [mcolors.to_hex(0.55 * np.array(cmap(i % cmap.N)[:3]) + 0.45) for i in range(n)]
+    return [mcolors.to_hex(tuple(0.55 * np.array(cmap(i % cmap.N)[:3]) + 0.45)) for i in range(n)]
 
 
 def _mark_points(ax, points, names) -> None:

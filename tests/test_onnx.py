@@ -125,6 +125,21 @@ def cases(rng):
     )
     out.append(
         (
+            "constant_identity",  # data-carrying nodes: a Constant shape for Reshape, an Identity
+            [
+                helper.make_node(
+                    "Constant", [], ["shape"], value=numpy_helper.from_array(np.array([-1, 12], np.int64))
+                ),
+                helper.make_node("Reshape", ["x", "shape"], ["h"]),
+                helper.make_node("Identity", ["h"], ["i"]),
+                helper.make_node("Gemm", ["i", "W"], ["y"], transB=1),
+            ],
+            {"W": rng_w(rng, 3, 12)},
+            (3, 4),
+        )
+    )
+    out.append(
+        (
             "conv",
             [
                 helper.make_node(
@@ -204,7 +219,7 @@ def cases(rng):
 
 CASES = cases(np.random.default_rng(0))
 #: Node types onnxruntime's CPU provider computes in float64 (it has no float64 Conv or AveragePool).
-F64 = {"gemm_relu", "matmul_add", "maxout_max", "residual_add", "reshape_flatten", "maxpool"}
+F64 = {"constant_identity", "gemm_relu", "matmul_add", "maxout_max", "residual_add", "reshape_flatten", "maxpool"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

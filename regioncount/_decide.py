@@ -27,8 +27,6 @@ def decision_partitions(net, domain, *, max_regions: int | None = None, progress
     that also carry the predicted class) -> ``(base, decision, classes (R_decision,))``."""
     from .engines._plane import partition_plane
 
-    if getattr(net, "output_dim", 2) < 1:
-        raise RegionCountError("the network has no outputs to classify")
     base = partition_plane(net, domain, max_regions=max_regions, progress=progress)
     dnet = DecisionNet(net)
     dec = partition_plane(dnet, domain, max_regions=max_regions, progress=progress)

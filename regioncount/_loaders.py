@@ -293,7 +293,7 @@ class _OnnxReader:
             return [self.get(ins[0])]
         if t in ("MaxPool", "BatchNormalization") and len([o for o in node.output if o]) > 1:
             raise ValueError("only the first output is supported (eval mode, no indices)")
-        x = self.get(ins[0])
+        self.get(ins[0])  # a missing input is an error whatever the node
         if t == "Relu":
             return [self.apply(self.dyn(ins[0]), ReLU())]
         if t == "Gemm":

@@ -469,3 +469,16 @@ def test_onnx_cnn_engines_agree_through_points(cnn_files):
     t = np.linspace(0, 1, 200_001)
     hit = part.locate(ua + t[:, None] * (ub - ua))
     assert res.activation_pieces == 1 + int(np.count_nonzero(hit[1:] != hit[:-1]))
+
+
+def test_cli_slice_from_npy_vectors(cnn_files, cli):
+    """--origin/--dir1/--dir2 take .npy files of the input's shape; the count equals the library's on that slice."""
+    import json
+
+    from regioncount import Slice
+
+    p, pts = cnn_files
+    code, out, err = cli("count", p, "--origin", pts[0], "--dir1", pts[1], "--dir2", pts[2], "--json")
+    assert code == 0, err
+    a, b, c = (np.load(q).ravel() for q in pts)
+    assert json.loads(out)["regions"] == partition_plane(load_network(p), Slice(a, b, c, (-1, -1), (1, 1))).n_regions

@@ -309,3 +309,19 @@ def test_convnet_file_round_trip_keeps_input_shape(tmp_path):
     assert [type(o) for o in back.ops] == [type(o) for o in net.ops]
     X = rng.normal(size=(5, 2, 4, 4))
     np.testing.assert_array_equal(run(back, X), run(net, X))
+
+
+def test_core_imports_without_onnx_and_says_what_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['onnx'] = None; sys.modules['onnxruntime'] = None; sys.modules['safetensors'] = None\n"
+        "import regioncount as rc\n"
+        "assert 'regioncount._loaders' in sys.modules\n"
+        f"p = {str(tmp_path / 'm.onnx')!r}; open(p, 'wb').write(b'x')\n"
+        "try:\n    rc.load_onnx(p)\nexcept rc.ModelFileError as e:\n    print(e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'regioncount[onnx]'" in r.stdout

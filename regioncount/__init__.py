@@ -19,6 +19,7 @@ from ._errors import (
     RegionCountError as RegionCountError,
 )
 from ._io import load_model as load_model, save_model as save_model
+from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
 from ._scan import scan as scan
 from .engines import (
     LinePieces as LinePieces,
@@ -31,6 +32,8 @@ from .engines import (
 from .networks import (
     MLP as MLP,
     Block as Block,
+    ConvNet as ConvNet,
+    DecisionNet as DecisionNet,
     Maxout as Maxout,
     Program as Program,
     Transformer as Transformer,

@@ -127,3 +127,29 @@ class Segment(_AffineDomain):
 
 
 Domain = Box | Slice | Segment
+
+
+def slice_through(points, margin: float = 0.75) -> tuple[Slice, np.ndarray]:
+    """The plane through three data points ``points (3, q)`` as a :class:`Slice` over ``[-1, 1]^2``.
+
+    An undistorted frame: the origin is the points' centroid, ``v1`` points from the first point to the
+    second, ``v2`` is orthogonal to it in the plane, both of the same length, chosen so that the points lie
+    at distance ``margin`` or less from the origin in ``(u1, u2)``. Areas in ``(u1, u2)`` are areas in the
+    plane up to one scale. Returns the slice and the points' ``(u1, u2)`` coordinates ``(3, 2)``.
+    """
+    P = np.asarray(points, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] != 3 or not np.all(np.isfinite(P)):
+        raise DomainError(
+            f"a slice through data needs three finite points of one shape, got an array of shape {P.shape}"
+        )
+    c = P.mean(axis=0)
+    d1, d2 = P[1] - P[0], P[2] - P[0]
+    n1 = np.linalg.norm(d1)
+    e2 = d2 - (d2 @ d1) / (n1 * n1) * d1 if n1 > 0 else d2
+    scale = max(np.linalg.norm(P - c, axis=1).max(), 1e-300)
+    if n1 == 0 or np.linalg.norm(e2) <= 1e-12 * scale:
+        raise DomainError("the three points are collinear (or equal): they span no plane")
+    s = scale / margin
+    v1, v2 = d1 / n1 * s, e2 / np.linalg.norm(e2) * s
+    uv = np.stack([(P - c) @ v1, (P - c) @ v2], axis=1) / (s * s)
+    return Slice(c, v1, v2, (-1.0, -1.0), (1.0, 1.0)), uv

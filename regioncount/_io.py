@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ._errors import ModelFileError
-from .networks import MLP, Block, Maxout, RelationModel, Transformer
+from .networks import MLP, Block, ConvNet, Maxout, RelationModel, Transformer
 
 FORMAT_VERSION = 1
 _CONFIG_KEY = "__regioncount__"
@@ -79,11 +79,16 @@ def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
                 arrays.update({f"{name}.biases.{i}": b for i, b in enumerate(mlp.biases)})
                 config[f"{name}_layers"] = len(mlp.weights)
         return arrays, config
+    if isinstance(net, ConvNet):
+        from ._loaders import convnet_arrays
+
+        return convnet_arrays(net)
     raise TypeError(f"cannot save a {type(net).__name__}")
 
 
 def save_model(net, path) -> None:
-    """Write ``net`` (MLP, Maxout, Transformer or RelationModel) to ``path`` in regioncount's own ``.npz`` layout, atomically."""
+    """Write ``net`` (MLP, Maxout, Transformer, ConvNet or RelationModel) to ``path`` in regioncount's own ``.npz``
+    layout, atomically."""
     arrays, config = _arrays_and_config(net)
     config["format"] = FORMAT_VERSION
     buf = io.BytesIO()
@@ -129,6 +134,10 @@ def _from_own(data: dict, config: dict, path):
             return MLP(ws, tuple(_need(data, f"{name}.biases.{i}", path) for i in range(m)))
 
         return RelationModel(mlp("phi"), None if config.get("symmetric", False) else mlp("psi"))
+    if arch == "convnet":
+        from ._loaders import convnet_from
+
+        return convnet_from(data, config, path)
     raise ModelFileError(f"{path}: unknown architecture {arch!r} in its config")
 
 

@@ -17,13 +17,20 @@ from regioncount._errors import RegionCountError
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[
-    Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+    Path,
+    typer.Argument(
+        help="Model file: .npz (regioncount's layout or a PyTorch Sequential state dict), .safetensors (a "
+        "Sequential state dict of Linear layers) or .onnx (needs the onnx extra)."
+    ),
 ]
 OriginOpt = Annotated[
-    str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")
+    str | None,
+    typer.Option(
+        help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated (or a .npy file of the input's shape)."
+    ),
 ]
-Dir1Opt = Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated.")]
-Dir2Opt = Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated.")]
+Dir1Opt = Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated (or a .npy file).")]
+Dir2Opt = Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated (or a .npy file).")]
 
 stderr = Console(stderr=True)
 # 120 columns when piped, so tables written to files or CI logs are not squeezed to 80

@@ -9,9 +9,11 @@ import typer
 
 from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
-from regioncount._io import load_model, write_atomic
+from regioncount._io import write_atomic
+from regioncount._loaders import load_network
 
 from ._common import Dir1Opt, Dir2Opt, ModelArg, OriginOpt, dump_json, fail, guarded, parse_vector, slice_from_options
+from ._data import ThroughOpt, through_slice, vector_arg
 
 
 def _image_format(path: Path, option: str) -> str:
@@ -52,6 +54,15 @@ def plot(
     origin: OriginOpt = None,
     dir1: Dir1Opt = None,
     dir2: Dir2Opt = None,
+    through: ThroughOpt = None,
+    decision: Annotated[
+        bool,
+        typer.Option(
+            "--decision",
+            help="Three panels, all exact: activation regions, linear regions, and decision regions (one colour "
+            "per predicted class, the decision boundary drawn bold).",
+        ),
+    ] = False,
     levels: Annotated[
         int, typer.Option(help="Draw N level sets of output 0, evenly spaced over its range on the domain.")
     ] = 0,
@@ -123,6 +134,12 @@ def plot(
     if max_regions < 1:
         fail(f"--max-regions must be positive, got {max_regions}", 2)
     need_exact = bool(extra_fmt) or graphml is not None
+    if decision and (need_exact or sampled or grid is not None or linear or layers or levels or zero):
+        fail(
+            "--decision draws its own three exact panels: drop --stats/--graph/--graphml/--sampled/--grid/"
+            "--linear/--layers/--levels/--zero",
+            2,
+        )
     if need_exact and (sampled or grid is not None):
         fail("--stats, --graph and --graphml need the exact partition: drop --sampled/--grid", 2)
 
@@ -135,15 +152,27 @@ def plot(
             region_source,
         )
 
-        net = load_model(model)
-        dom = _plane_domain(
-            net,
-            box[0],
-            box[1],
-            parse_vector(origin, "--origin"),
-            parse_vector(dir1, "--dir1"),
-            parse_vector(dir2, "--dir2"),
-        )
+        net = load_network(model)
+        points = None
+        if through is not None:
+            if origin is not None or dir1 is not None or dir2 is not None:
+                raise DomainError("give --through or --origin/--dir1/--dir2, not both")
+            dom, points = through_slice(net, through, box[0], box[1])
+        else:
+            dom = _plane_domain(
+                net,
+                box[0],
+                box[1],
+                vector_arg(origin, "--origin", net),
+                vector_arg(dir1, "--dir1", net),
+                vector_arg(dir2, "--dir2", net),
+            )
+        if decision:
+            from regioncount.plotting import figure_decision
+
+            names = [p.stem for p in through] if through is not None else None
+            fig, info = figure_decision(net, dom, points=points, point_names=names, max_regions=max_regions)
+            return info, {out: figure_bytes(fig, fmt, dpi)}, None
         fig, info = figure_regions(
             net,
             dom,
@@ -224,7 +253,7 @@ def plot_line(
     def run():
         from regioncount.plotting import figure_bytes, figure_line
 
-        net = load_model(model)
+        net = load_network(model)
         if start is None:
             seg = Segment([box[0]] * net.input_dim, [box[1]] * net.input_dim)
         else:

@@ -13,6 +13,7 @@ from regioncount._count import METHODS, count_regions
 from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
+from regioncount._loaders import load_network
 
 from ._common import (
     Dir1Opt,
@@ -27,6 +28,7 @@ from ._common import (
     slice_from_options,
     stdout,
 )
+from ._data import DecisionOpt, ThroughOpt, through_slice, vector_arg
 
 app = typer.Typer(
     name="regioncount",
@@ -75,6 +77,8 @@ def count(
     origin: OriginOpt = None,
     dir1: Dir1Opt = None,
     dir2: Dir2Opt = None,
+    through: ThroughOpt = None,
+    decision: DecisionOpt = False,
     start: Annotated[
         str | None,
         typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal)."),
@@ -105,18 +109,31 @@ def count(
     if grid is not None and samples is not None:
         fail("give --grid or --samples, not both", 2)
 
+    if decision and method != "exact":
+        fail("--decision needs --method exact (decision regions are read off the exact 2D partition)", 2)
+
     def run():
-        net = load_model(model)
-        dom = _domain(
-            net.input_dim,
-            box[0],
-            box[1],
-            parse_vector(origin, "--origin"),
-            parse_vector(dir1, "--dir1"),
-            parse_vector(dir2, "--dir2"),
-            parse_vector(start, "--from"),
-            parse_vector(end, "--to"),
-        )
+        net = load_network(model)
+        if through is not None:
+            if origin is not None or dir1 is not None or dir2 is not None:
+                raise DomainError("give --through or --origin/--dir1/--dir2, not both")
+            dom = through_slice(net, through, box[0], box[1])[0]
+        else:
+            dom = _domain(
+                net.input_dim,
+                box[0],
+                box[1],
+                vector_arg(origin, "--origin", net),
+                vector_arg(dir1, "--dir1", net),
+                vector_arg(dir2, "--dir2", net),
+                parse_vector(start, "--from"),
+                parse_vector(end, "--to"),
+            )
+        if decision:
+            from regioncount._decide import count_decisions
+
+            with LazyProgress("counting decision regions") as bar:
+                return count_decisions(net, dom, memory_cap=int(memory_cap * 2**30), progress=bar)
         with LazyProgress(f"counting ({method})") as bar:
             return count_regions(
                 net,
@@ -145,6 +162,9 @@ def count(
             "linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged",
             f"{res['linear_regions']:,}",
         )
+    if "decision_regions" in res:
+        table.add_row("decision regions (exact)", f"{res['decision_regions']:,}")
+        table.add_row("cells with the predicted class", f"{res['decision_cells']:,}")
     for key in ("samples", "f1", "f2", "chao1", "coverage", "ties"):
         if key in res:
             v = res[key]

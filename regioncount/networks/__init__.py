@@ -1,5 +1,7 @@
 """Networks: one module per architecture, each lowered to the op vocabulary of ``_ops``."""
 
+from ._conv import ConvNet as ConvNet, lower_layers as lower_layers
+from ._decision import DecisionNet as DecisionNet, class_position as class_position
 from ._maxout import Maxout as Maxout, random_maxout as random_maxout
 from ._mlp import MLP as MLP, random_mlp as random_mlp
 from ._ops import (

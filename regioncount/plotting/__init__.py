@@ -2,6 +2,7 @@
 write files whole; :func:`figure_bytes` renders a figure in png, svg or pdf."""
 
 from ._colour import PALETTE as PALETTE, greedy_colouring as greedy_colouring
+from ._decision import figure_decision as figure_decision
 from ._depth import plot_scan as plot_scan
 from ._graph import (
     figure_region_graph as figure_region_graph,

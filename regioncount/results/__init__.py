@@ -2,4 +2,5 @@
 independent certificate."""
 
 from ._certify import certify as certify
+from ._decision import decision_labels as decision_labels, decision_summary as decision_summary
 from ._partition import Partition as Partition

@@ -1,0 +1,108 @@
+"""Decision regions drawn beside activation and linear regions (DESIGN §9): three exact panels of one slice."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.patches import Patch
+
+from .._decide import decision_partitions
+from .._errors import MemoryCapError, RegionCountError
+from ..results import decision_labels
+from ._output import new_figure
+from ._regions import (
+    DEFAULT_MAX_REGIONS,
+    _domain_info,
+    _edge_width,
+    _frame_axes,
+    _polygons,
+    draw_partition,
+    shared_edges,
+)
+
+_BOUNDARY = "#111111"
+
+
+def class_colours(n: int) -> list[str]:
+    """One fill per class: matplotlib's tab10 / tab20, lightened so cell edges stay visible."""
+    import matplotlib as mpl
+    import matplotlib.colors as mcolors
+
+    cmap = mpl.colormaps["tab10" if n <= 10 else "tab20"]
+    return [mcolors.to_hex(tuple(0.55 * np.array(cmap(i % cmap.N)[:3]) + 0.45)) for i in range(n)]
+
+
+def _mark_points(ax, points, names) -> None:
+    if points is None:
+        return
+    P = np.asarray(points)
+    ax.scatter(P[:, 0], P[:, 1], s=36, c="#000000", marker="o", zorder=5, edgecolors="#ffffff", linewidths=1.0)
+    for i, (x, y) in enumerate(P):
+        label = names[i] if names else "abc"[i]
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8, zorder=6)
+
+
+def figure_decision(
+    net, domain, *, points=None, point_names=None, classes: int | None = None, max_regions: int = DEFAULT_MAX_REGIONS
+):
+    """Activation regions, linear regions and decision regions of ``net`` on a 2D ``domain`` -> ``(Figure, info)``.
+
+    All three panels are exact (plane engine); a network it cannot split exactly, or more than
+    ``max_regions`` cells, raises :class:`RegionCountError`. The decision panel fills each cell with the
+    colour of its predicted class and draws the decision boundary (edges between cells of different
+    classes) bold. ``points (3, 2)``: data points in ``(u1, u2)`` to mark, named by ``point_names``.
+    """
+    try:
+        base, dec, cls = decision_partitions(net, domain, max_regions=max_regions)
+    except MemoryCapError as e:
+        raise RegionCountError(f"decision regions need the exact partition, and it has too many cells ({e})") from None
+    n_cls = int(classes or max(int(cls.max()) + 1 if cls.size else 1, getattr(net, "output_dim", 1), 2))
+    lab = decision_labels(dec, cls)
+    E = dec.adjacency()
+    boundary = shared_edges(dec, E[cls[E[:, 0]] != cls[E[:, 1]]]) if E.size else np.zeros((0, 2, 2))
+    fig = new_figure(16.5, 6.0)
+    axes = fig.subplots(1, 3, squeeze=True)
+    n, lin = base.n_regions, base.linear_regions()
+    draw_partition(axes[0], base)
+    axes[0].set_title(f"{n:,} activation regions (exact)", fontsize=10)
+    draw_partition(axes[1], base, linear=True)
+    axes[1].set_title(f"{lin:,} linear regions (exact)", fontsize=10)
+    fills = class_colours(n_cls)
+    pc = PolyCollection(
+        _polygons(dec),
+        facecolors=[fills[c] for c in cls],
+        edgecolors="#ffffff",
+        linewidths=_edge_width(dec.n_regions) * 0.6,
+    )
+    pc.set_gid("decision")
+    ax = axes[2]
+    ax.add_collection(pc)
+    ax.add_collection(LineCollection(list(boundary), colors=_BOUNDARY, linewidths=2.0))
+    _frame_axes(ax, domain)
+    n_dec = int(np.unique(lab).size)
+    present = np.unique(cls)
+    ax.set_title(f"{n_dec:,} decision regions, {present.size} classes (exact)", fontsize=10)
+    ax.legend(
+        handles=[Patch(facecolor=fills[c], edgecolor="#666666", label=f"class {c}") for c in present],
+        loc="upper right",
+        fontsize=7,
+        framealpha=0.85,
+    )
+    for a in axes:
+        _mark_points(a, points, point_names)
+    info = {
+        "method": "exact",
+        "exact": True,
+        "kind": "activation regions",
+        "regions": int(n),
+        "linear_regions": int(lin),
+        "decision_regions": n_dec,
+        "decision_cells": int(dec.n_regions),
+        "classes_present": [int(c) for c in present],
+        "decision_boundary_segments": int(len(boundary)),
+        "drawn": "activation regions, linear regions, decision regions",
+        **_domain_info(domain),
+    }
+    if points is not None:
+        info["points_u"] = np.asarray(points).tolist()
+    return fig, info

@@ -171,7 +171,10 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     good = (a > dp) & (b > dm)
     with np.errstate(all="ignore"):  # where good is False these are meaningless, and replaced
         X = Pp + (a / (a + b))[:, None] * (Pm - Pp)
-        dt = (a * dm + b * dp) / ((a + b) * (a + b - dp - dm)) + 4 * EPS
+        # (a dm + b dp) / ((a + b) (a + b - dp - dm)), as ratios: no underflow or overflow at any scale
+        S = a + b
+        rest = S - dp - dm
+        dt = (a / S) * (dm / rest) + (b / S) * (dp / rest) + 4 * EPS
         L = np.sqrt(np.sum((Pm - Pp) ** 2, axis=1))
         rX = np.maximum(rp, rm) + dt * (L + rp + rm) + 8 * EPS * (np.abs(Pp).sum(axis=1) + np.abs(Pm).sum(axis=1))
         rX = np.where(good, rX * (1 + 1e-12) + TINY, np.inf)
@@ -947,7 +950,7 @@ class _Engine:
             ctr, rad = st.cen[sl], st.rad[sl]
             a = Af[sl]
             sc = a[:, 0] * ctr[:, :1] + a[:, 1] * ctr[:, 1:] + a[:, 2]
-            reach = np.sqrt(a[:, 0] ** 2 + a[:, 1] ** 2)
+            reach = np.hypot(a[:, 0], a[:, 1])
             reach += 2 * err
             reach *= rad[:, None] * (1 + 16 * EPS)
             reach += k0
@@ -1464,7 +1467,7 @@ def _disc_reach(cen, rad, w, e):
     c0, c1 = cen[..., 0], cen[..., 1]
     sc = c0 * w0 + c1 * w1 + w2
     reach = gamma(3) * (np.abs(c0 * w0) + np.abs(c1 * w1) + np.abs(w2)) + e * (1 + np.abs(c0) + np.abs(c1))
-    reach += (np.sqrt(w0 * w0 + w1 * w1) * (1 + 4 * EPS) + 2 * e) * rad
+    reach += (np.hypot(w0, w1) * (1 + 4 * EPS) + 2 * e) * rad
     reach *= 1 + 16 * EPS
     reach += TINY
     return sc, reach

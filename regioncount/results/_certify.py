@@ -251,8 +251,8 @@ def _halfplane_batch(part, program, lo: int, hi: int, x0, V, codes, nv, off, M: 
                 u = d // kk
                 state["col"] += Tt * u
                 dig = codes[lo:hi, c0 : c0 + Tt * u].reshape(n, Tt, u)
-                v = vals.reshape(n, M, Tt, u, kk)
-                bb = bnd.reshape(n, M, Tt, u, kk)
+                v = vals.reshape(n, M + 1, Tt, u, kk)
+                bb = bnd.reshape(n, M + 1, Tt, u, kk)
                 vw = np.take_along_axis(v, dig[:, None, :, :, None], -1)
                 bw = np.take_along_axis(bb, dig[:, None, :, :, None], -1)
                 diff = vw - v

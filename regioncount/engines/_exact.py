@@ -372,3 +372,101 @@ def int_intersection(l1, l2) -> tuple[float, float]:
     if Z == 0:
         raise ZeroDivisionError("parallel lines have no vertex")
     return (b1 * c2 - c1 * b2) / Z, (c1 * a2 - a1 * c2) / Z
+
+
+class ExactReplay:
+    """Exact maps of regions at the start of a leaf op, from the weights and the regions' codes, with the
+    states at earlier split ops memoised by code prefix (regions that share a prefix share the work; an LRU
+    of ``size`` states bounds the memory)."""
+
+    def __init__(self, program, M0: ExactMap, size: int = 8192):
+        from collections import OrderedDict
+
+        from ..networks._ops import Affine, Residual
+
+        self.M0 = M0
+        self.size = size
+        self.memo: OrderedDict = OrderedDict()
+        # flattened program: ("push",), ("pop",), ("leaf", op, leaf index, split?)
+        self.ins: list[tuple] = []
+        self.leaf_pos: dict[int, int] = {}
+        self.split_before: dict[int, int] = {}  # leaf index -> split leaves before it
+        count = {"leaf": 0, "split": 0}
+
+        def flat(ops):
+            for op in ops:
+                if isinstance(op, Residual):
+                    self.ins.append(("push",))
+                    flat(op.body)
+                    self.ins.append(("pop",))
+                else:
+                    i = count["leaf"]
+                    self.leaf_pos[i] = len(self.ins)
+                    self.split_before[i] = count["split"]
+                    split = not isinstance(op, Affine)
+                    self.ins.append(("leaf", op, i, split))
+                    count["leaf"] += 1
+                    count["split"] += split
+
+        flat(program.ops)
+
+    def _step(self, ins, M, stack, code):
+        from ..networks._ops import Affine, Attention, GroupMax, ReLU
+
+        if ins[0] == "push":
+            return M, stack + (M,)
+        if ins[0] == "pop":
+            return stack[-1] + M, stack[:-1]
+        op = ins[1]
+        if isinstance(op, Affine):
+            return exact_affine(M, op.W, op.b), stack
+        code = np.asarray(code).astype(np.int64)
+        _, T, d = M.N.shape
+        if isinstance(op, ReLU):
+            return ExactMap(M.N * code.reshape(1, T, d).astype(object), M.s), stack
+        if isinstance(op, GroupMax):
+            n = d // op.k
+            N = M.N.reshape(3, T, n, op.k)
+            return ExactMap(np.take_along_axis(N, code.reshape(T, n)[None, :, :, None], axis=3)[..., 0], M.s), stack
+        if isinstance(op, Attention):
+            return _exact_attention(M, op, code), stack
+        raise TypeError(f"unknown op {type(op).__name__}")  # pragma: no cover
+
+    def maps_at(self, code_rows: list, stop_leaf: int) -> ExactMap:
+        """The exact maps at the start of leaf ``stop_leaf``; ``code_rows``: the region's decisions at every
+        earlier split leaf (``np.uint8``-viewable int arrays)."""
+        k_stop = self.split_before[stop_leaf]
+        keys = [b""]
+        acc = b""
+        for row in code_rows[:k_stop]:
+            acc += np.ascontiguousarray(row).tobytes() + b"|"
+            keys.append(acc)
+        # split-leaf starts are where states are memoised: (instruction position, prefix of k splits)
+        start, M, stack, k0 = 0, self.M0, (), 0
+        split_pos = [p for p, ins in enumerate(self.ins) if ins[0] == "leaf" and ins[3]]
+        for k in range(min(k_stop, len(split_pos) - 1), 0, -1):
+            pos = split_pos[k]
+            if pos > self.leaf_pos[stop_leaf]:
+                continue
+            hit = self.memo.get((pos, keys[k]))
+            if hit is not None:
+                self.memo.move_to_end((pos, keys[k]))
+                start, (M, stack), k0 = pos, hit, k
+                break
+        k = k0
+        stop = self.leaf_pos[stop_leaf]
+        for pos in range(start, stop):
+            ins = self.ins[pos]
+            if ins[0] == "leaf" and ins[3]:
+                if pos != start:
+                    self.memo[(pos, keys[k])] = (M, stack)
+                    if len(self.memo) > self.size:
+                        self.memo.popitem(last=False)
+                M, stack = self._step(ins, M, stack, code_rows[k])
+                k += 1
+            else:
+                M, stack = self._step(ins, M, stack, None)
+        self.memo[(stop, keys[k])] = (M, stack)
+        if len(self.memo) > self.size:
+            self.memo.popitem(last=False)
+        return M

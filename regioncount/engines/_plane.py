@@ -61,10 +61,10 @@ from ._exact import (
     TINY,
     ZERO_G,
     ExactMap,
+    ExactReplay,
     affine_bounds,
     column_granularity,
     exact_frame_error,
-    exact_maps_at,
     exact_scores,
     finite_or_raise,
     gamma,
@@ -587,6 +587,7 @@ class _Engine:
         self.pos = 0  # leaf position of the op being run
         self.M0 = None  # the exact input map (an ExactMap), set by partition_plane
         self._exact_cache: dict = {}
+        self._replay = None
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -660,18 +661,42 @@ class _Engine:
         valid = np.arange(M) < nv[:, None]
         rr, jj = np.nonzero(unk & valid)
         prev = np.where(jj == 0, nv[rr] - 1, jj - 1)
-        l1, e1 = self._lookup(tags[rr, prev])
-        l2, e2 = self._lookup(tags[rr, jj])
-        self.n_exact += rr.size
         t1, t2 = tags[rr, prev], tags[rr, jj]
-        for n in range(rr.size):
-            r = rr[n]
-            if e1[n] == 0 and e2[n] == 0 and e[r] == 0:
-                sg[r, jj[n]] = vertex_sign(l1[n], l2[n], w[r])
-            else:
-                sg[r, jj[n]] = int_vertex_sign(
-                    self._exact_line(int(t1[n])), self._exact_line(int(t2[n])), self._oriented_line(int(wtag[r]), w[r])
-                )
+        l1, e1 = self._lookup(t1)
+        l2, e2 = self._lookup(t2)
+        self.n_exact += rr.size
+        lo_t, hi_t = np.minimum(t1, t2), np.maximum(t1, t2)
+        out = np.empty(rr.size, np.int8)
+        # where the three float lines are exact, the float lines themselves decide (one test per distinct
+        # vertex and line: a vertex is shared by the polygons around it)
+        cheap = (e1 == 0) & (e2 == 0) & (e[rr] == 0)
+        idx = np.flatnonzero(cheap)
+        if idx.size:
+            keys = np.concatenate([lo_t[idx, None], hi_t[idx, None], w[rr[idx]].view(np.int64)], axis=1)
+            _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+            vals = np.array([vertex_sign(l1[idx[f]], l2[idx[f]], w[rr[idx[f]]]) for f in first], np.int8)
+            out[idx] = vals[inv.ravel()]
+        idx = np.flatnonzero(~cheap)
+        if idx.size:
+            # lines recomputed exactly from the weights; a tag names a line, not a side, so each row's sign is
+            # turned to its own float line's orientation
+            t3 = wtag[rr[idx]]
+            keys = np.stack([lo_t[idx], hi_t[idx], t3], axis=1)
+            uk, inv = np.unique(keys, axis=0, return_inverse=True)
+            vals = np.array(
+                [
+                    int_vertex_sign(self._exact_line(int(a)), self._exact_line(int(b)), self._exact_line(int(c)))
+                    for a, b, c in uk
+                ],
+                np.int8,
+            )
+            ref = np.array([self._exact_direction(int(c)) for c in t3])
+            orient = np.sign(np.sum(ref * w[rr[idx]], axis=1)).astype(np.int8)
+            v = vals[inv.ravel()]
+            if np.any((orient == 0) & (v != 0)):
+                raise RuntimeError("internal error: a tested line has no orientation against its exact line")
+            out[idx] = v * orient
+        sg[rr, jj] = out
         # padding slots repeat vertex 0
         pr, pc = np.nonzero(unk & ~valid)
         sg[pr, pc] = sg[pr, 0]
@@ -706,7 +731,9 @@ class _Engine:
             for kind, w, arr in rec["blocks"]:
                 row = arr[p]
                 rows.append(np.unpackbits(row, count=w) if kind == "bits" else row)
-            hit = exact_maps_at(self.program, self.M0, rows, rec["leaf"])
+            if self._replay is None:
+                self._replay = ExactReplay(self.program, self.M0)
+            hit = self._replay.maps_at(rows, rec["leaf"])
             self._exact_cache[key] = hit
         return hit
 
@@ -750,13 +777,16 @@ class _Engine:
         self._exact_cache[key] = line
         return line
 
-    def _oriented_line(self, tag: int, w) -> tuple[int, int, int]:
-        """The exact line of ``tag`` with the orientation of its float version ``w``: a tag names a line, not
-        a side (an argmax pair's two clips test it with opposite signs)."""
-        line = self._exact_line(tag)
-        scale = max(abs(v) for v in line) or 1
-        dot = sum(Fraction(v, scale) * Fraction(float(x)) for v, x in zip(line, w, strict=True))
-        return tuple(-v for v in line) if dot < 0 else line  # type: ignore[return-value]
+    def _exact_direction(self, tag: int) -> np.ndarray:
+        """The exact line of ``tag`` scaled to unit max-norm, as floats (only its orientation is used)."""
+        key = ("dir", tag)
+        hit = self._exact_cache.get(key)
+        if hit is None:
+            line = self._exact_line(tag)
+            scale = max(abs(v) for v in line) or 1
+            hit = np.array([float(Fraction(v, scale)) for v in line])
+            self._exact_cache[key] = hit
+        return hit
 
     def cut(self, V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         """:func:`_cut`, with the crossings whose float interpolation is meaningless placed exactly."""

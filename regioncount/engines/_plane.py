@@ -683,14 +683,9 @@ class _Engine:
             t3 = wtag[rr[idx]]
             keys = np.stack([lo_t[idx], hi_t[idx], t3], axis=1)
             uk, inv = np.unique(keys, axis=0, return_inverse=True)
-            vals = np.array(
-                [
-                    int_vertex_sign(self._exact_line(int(a)), self._exact_line(int(b)), self._exact_line(int(c)))
-                    for a, b, c in uk
-                ],
-                np.int8,
-            )
-            ref = np.array([self._exact_direction(int(c)) for c in t3])
+            vals = self._exact_vertex_signs(uk[:, 0], uk[:, 1], uk[:, 2])
+            u3, i3 = np.unique(t3, return_inverse=True)
+            ref = np.array([self._exact_direction(c) for c in u3.tolist()])[i3.ravel()]
             orient = np.sign(np.sum(ref * w[rr[idx]], axis=1)).astype(np.int8)
             v = vals[inv.ravel()]
             if np.any((orient == 0) & (v != 0)):
@@ -770,12 +765,38 @@ class _Engine:
             else:  # attention: query u = h T + i, keys a and b
                 op, T, u = rec["op"], rec["T"], rec["u"]
                 h, i = divmod(u, T)
-                F, Q2, _ = exact_scores(M, op.Wq[h], op.Wk[h])
+                skey = ("scores", id(rec), p, h)
+                hit = self._exact_cache.get(skey)
+                if hit is None:
+                    hit = exact_scores(M, op.Wq[h], op.Wk[h])
+                    self._exact_cache[skey] = hit
+                F, Q2, _ = hit
                 if any(Q2[c, i, a] != Q2[c, i, b] for c in range(3)):
                     self._refuse("an attention boundary that is curved in exact arithmetic")
                 line = tuple(int(F[c, i, a]) - int(F[c, i, b]) for c in range(3))
         self._exact_cache[key] = line
         return line
+
+    def _exact_lines(self, tags: np.ndarray) -> np.ndarray:
+        """Exact lines ``(n, 3)`` (an object array of ints) of ``tags``."""
+        ut, inv = np.unique(tags, return_inverse=True)
+        table = np.empty((ut.size, 3), dtype=object)
+        for i, t in enumerate(ut.tolist()):
+            table[i] = self._exact_line(t)
+        return table[inv.ravel()]
+
+    def _exact_vertex_signs(self, ta, tb, tc) -> np.ndarray:
+        """Exact signs ``(n,)`` of the lines ``tc`` at the vertices where lines ``ta`` and ``tb`` meet
+        (vectorised over Python ints: ``l_c . (l_a x l_b)`` times the sign of the cross product's last entry)."""
+        L = self._exact_lines(np.concatenate([ta, tb, tc]))
+        n = ta.size
+        (a1, b1, c1), (a2, b2, c2), (a3, b3, c3) = (L[k * n : (k + 1) * n].T for k in range(3))
+        Z = a1 * b2 - b1 * a2
+        if np.any(Z == 0):
+            raise ZeroDivisionError("internal error: a vertex between parallel lines")
+        v = a3 * (b1 * c2 - c1 * b2) + b3 * (c1 * a2 - a1 * c2) + c3 * Z
+        sv = (v > 0).astype(np.int8) - (v < 0).astype(np.int8)
+        return np.where((Z > 0).astype(bool), sv, -sv).astype(np.int8)
 
     def _exact_direction(self, tag: int) -> np.ndarray:
         """The exact line of ``tag`` scaled to unit max-norm, as floats (only its orientation is used)."""

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from regioncount._count import METHODS, count_regions
+from regioncount._count import METHODS, PLANE_BYTES_PER_REGION, count_regions
 from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
@@ -90,15 +90,35 @@ def count(
     out: Annotated[
         Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
     ] = None,
+    whole_plane: Annotated[
+        bool,
+        typer.Option(
+            "--whole-plane",
+            help="exact, 2-input ReLU MLP or Maxout: find a box holding every vertex of the partition of R^2 "
+            "and count it, i.e. every region of the plane (--box is then ignored).",
+        ),
+    ] = False,
 ):
     """Count the regions of a model on a box, a 2D slice or a segment."""
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}", 2)
     if grid is not None and samples is not None:
         fail("give --grid or --samples, not both", 2)
+    if whole_plane and (method != "exact" or origin or dir1 or dir2 or start or end):
+        fail("--whole-plane counts with --method exact on the whole input plane: drop --method/--origin/--from", 2)
 
     def run():
         net = load_model(model)
+        if whole_plane:
+            from regioncount.engines._whole_plane import whole_plane_box
+
+            with LazyProgress("finding a box that holds every region") as bar:
+                cap = max(1, int(memory_cap * 2**30) // PLANE_BYTES_PER_REGION)
+                wp = whole_plane_box(net, max_regions=cap, progress=bar)
+            with LazyProgress("counting (exact)") as bar:
+                res = count_regions(net, wp.box, method="exact", memory_cap=int(memory_cap * 2**30), progress=bar)
+            res["whole_plane"] = {"box": [-wp.half_width, wp.half_width], "rounds": list(wp.rounds)}
+            return res
         dom = _domain(
             net.input_dim,
             box[0],
@@ -145,6 +165,9 @@ def count(
                 if isinstance(v, float) and key == "chao1"
                 else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"),
             )
+    if "whole_plane" in res:
+        lo, hi = res["whole_plane"]["box"]
+        table.add_row("whole plane", f"every region meets [{lo:g}, {hi:g}]^2")
     table.add_row("method", res["method"])
     table.add_row("seconds", f"{res['seconds']:.2f}")
     stdout.print(table)

@@ -39,11 +39,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from .._domain import Segment
-from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError
+from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError, RegionCountError
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
 
@@ -82,6 +83,9 @@ class LinePieces:
     ties: int
     piece_ties: np.ndarray
     same_polynomial: np.ndarray
+    exact: bool = True
+    predicates: int = 0
+    exact_predicates: int = 0
 
     @property
     def activation_pieces(self) -> int:
@@ -592,6 +596,442 @@ _SOFTMAX = (
 )
 
 
+# ---------------------------------------------------------------------------------------------------
+# the exact walk for ReLU / Maxout programs (affine state, affine comparisons)
+#
+# Every interval carries its state in the global t, ``H (n, 2, T, d)`` (coefficients of 1 and t), with a
+# rigorous bound ``E`` on the coefficient errors against the exact (real) state of the float64 network on
+# that interval. Every break is a number the exact network defines: the root of comparison ``col`` of op
+# ``op`` on the interval's state there; it is kept as a float, an error bound, and that identity, from
+# which exact rational arithmetic recovers it (the code prefix of either neighbouring interval before
+# ``op`` gives the exact state). A comparison is affine on an interval, so its sign at the two ends
+# settles everything: a strict sign change is one root inside, otherwise its sign is constant (zero when
+# it vanishes at both ends: identically zero). Roots of one interval are ordered by their floats where
+# their error intervals are apart and in exact arithmetic where they overlap (equal roots then give one
+# break). No length, distance or relative size decides whether a piece exists.
+
+_U = 2.0**-53  # unit roundoff of float64
+_TINY = 2.0**-1074  # smallest subnormal: bounds the absolute error of an underflowing product
+
+
+def _gamma(n: int) -> float:
+    """Higham's gamma_n = n u / (1 - n u): relative error bound of an n-term float64 dot product."""
+    return n * _U / (1 - n * _U)
+
+
+class FloatRangeError(RegionCountError):
+    """Float64 intermediate values of the walk overflow: the engine stops instead of guessing."""
+
+
+def _finite(*arrays) -> None:
+    for a in arrays:
+        if not np.all(np.isfinite(a)):
+            raise FloatRangeError(
+                "float64 overflow: an intermediate value of the network on this segment exceeds 1.8e308, so the "
+                "line engine cannot bound its rounding; rescale the weights (the count is scale-free) or shorten "
+                "the segment"
+            )
+
+
+class _Exact:
+    """Exact (rational) replay of the program on one interval's code: the state an op sees, as
+    ``Fraction`` coefficients of 1 and t. Weights are float64, hence exact binary fractions."""
+
+    def __init__(self, program: Program, seg: Segment):
+        self.program = program
+        a = [Fraction(float(v)) for v in seg.a]
+        ba = [Fraction(float(y)) - x for x, y in zip(a, seg.b)]
+        T = program.tokens
+        self.H0 = np.empty((2, T, len(a)), dtype=object)
+        for t in range(T):
+            for j in range(len(a)):
+                self.H0[0, t, j], self.H0[1, t, j] = a[j], ba[j]
+        self.weights: dict[int, tuple] = {}
+        self.cache: dict[tuple, np.ndarray] = {}
+        self.calls = 0
+
+    def _w(self, op: Affine):
+        key = id(op)
+        if key not in self.weights:
+            W = np.vectorize(Fraction, otypes=[object])(op.W.T)
+            b = np.vectorize(Fraction, otypes=[object])(np.broadcast_to(op.b, op.b.shape))
+            self.weights[key] = (W, b)
+        return self.weights[key]
+
+    def state(self, codes: list, row: int, leaf: int) -> np.ndarray:
+        """The exact input ``(2, T, d)`` of leaf op number ``leaf`` on interval ``row`` of ``codes``."""
+        key = (leaf, b"".join(np.ascontiguousarray(c[row]).tobytes() for c in codes[: self._code_ops[leaf]]))
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        self.calls += 1
+        found: list = []
+        count = [0, 0]  # leaves seen, code ops seen
+
+        def run(ops, H):
+            for op in ops:
+                if isinstance(op, Residual):
+                    H = H + run(op.body, H)
+                    if found:
+                        return H
+                    continue
+                if count[0] == leaf:
+                    found.append(H)
+                    return H
+                count[0] += 1
+                if isinstance(op, Affine):
+                    W, b = self._w(op)
+                    H = np.dot(H, W)
+                    H[0] = H[0] + b
+                elif isinstance(op, ReLU):
+                    bits = codes[count[1]][row].reshape(H.shape[1:])
+                    count[1] += 1
+                    H = H * bits.astype(object)
+                elif isinstance(op, GroupMax):
+                    idx = codes[count[1]][row].reshape(H.shape[1], -1)
+                    count[1] += 1
+                    G = H.reshape(2, H.shape[1], -1, op.k)
+                    H = np.take_along_axis(G, idx[None, :, :, None], axis=-1)[..., 0]
+            return H
+
+        out = run(self.program.ops, self.H0)
+        H = found[0] if found else out
+        self.cache[key] = H
+        return H
+
+    def bind(self, code_ops: list[int]) -> None:
+        """``code_ops[leaf]``: how many code-writing ops come before leaf op ``leaf``."""
+        self._code_ops = code_ops
+
+
+@dataclasses.dataclass
+class _AState:
+    """Intervals of the exact walk. ``lo, hi`` floats with error bounds ``dlo, dhi`` and break ids
+    ``ilo, ihi`` (-1: t = 0, -2: t = 1, else a row of the break table); ``H, E (n, 2, T, d)``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    dlo: np.ndarray
+    dhi: np.ndarray
+    ilo: np.ndarray
+    ihi: np.ndarray
+    H: np.ndarray
+    E: np.ndarray
+    stack: list
+    codes: list
+
+    def take(self, parent: np.ndarray) -> None:
+        self.H, self.E = self.H[parent], self.E[parent]
+        self.stack = [(X[parent], Y[parent]) for X, Y in self.stack]
+        self.codes = [c[parent] for c in self.codes]
+
+    def part(self, i: int, j: int) -> _AState:
+        return _AState(
+            *(a[i:j] for a in (self.lo, self.hi, self.dlo, self.dhi, self.ilo, self.ihi, self.H, self.E)),
+            [(X[i:j], Y[i:j]) for X, Y in self.stack],
+            [c[i:j] for c in self.codes],
+        )
+
+    def join(self, parts: list[_AState]) -> None:
+        cat = lambda xs: np.concatenate(xs, axis=0)
+        for name in ("lo", "hi", "dlo", "dhi", "ilo", "ihi", "H", "E"):
+            setattr(self, name, cat([getattr(q, name) for q in parts]))
+        self.stack = [(cat([s[0] for s in ss]), cat([s[1] for s in ss])) for ss in zip(*(q.stack for q in parts))]
+        self.codes = [cat(list(cs)) for cs in zip(*(q.codes for q in parts))]
+
+
+class _Walk:
+    """The exact walk of a ReLU / Maxout program along a segment; counts its predicates."""
+
+    def __init__(self, program: Program, seg: Segment):
+        self.program = program
+        self.exact = _Exact(program, seg)
+        self.break_leaf: list[int] = []  # per break: the leaf op whose comparison vanishes there
+        self.break_col: list[tuple[int, int, int]] = []  # per break: (flat column, piece a, piece b or -1)
+        self.predicates = 0
+        self.exact_predicates = 0
+        self.leaf = 0
+        self.code_ops: list[int] = []
+        self._number(program.ops)
+        self.exact.bind(self.code_ops)
+
+    def _number(self, ops) -> None:
+        n_codes = 0
+
+        def visit(ops):
+            nonlocal n_codes
+            for op in ops:
+                if isinstance(op, Residual):
+                    visit(op.body)
+                    continue
+                self.code_ops.append(n_codes)
+                if isinstance(op, (ReLU, GroupMax)):
+                    n_codes += 1
+
+        visit(ops)
+
+    # -- exact values ------------------------------------------------------------------------------
+
+    def _column(self, H, col: tuple[int, int, int], k: int):
+        """Exact ``(alpha, beta)`` of comparison ``col`` on the exact state ``H (2, T, d)``."""
+        c, a, b = col
+        if b < 0:
+            return H[0].reshape(-1)[c], H[1].reshape(-1)[c]
+        G0, G1 = H[0].reshape(-1, k), H[1].reshape(-1, k)
+        return G0[c, a] - G0[c, b], G1[c, a] - G1[c, b]
+
+    def break_value(self, st: _AState, row: int, which: str) -> Fraction:
+        bid = int((st.ilo if which == "lo" else st.ihi)[row])
+        if bid == -1:
+            return Fraction(0)
+        if bid == -2:
+            return Fraction(1)
+        leaf = self.break_leaf[bid]
+        col = self.break_col[bid]
+        H = self.exact.state(st.codes, row, leaf)
+        alpha, beta = self._column(H, col, self._k_of[leaf])
+        return -alpha / beta
+
+    # -- ops ---------------------------------------------------------------------------------------
+
+    def run(self, st: _AState) -> None:
+        self._k_of: dict[int, int] = {}
+        self._apply(st, self.program.ops)
+
+    def _apply(self, st: _AState, ops) -> None:
+        for op in ops:
+            if isinstance(op, Residual):
+                st.stack.append((st.H, st.E))
+                self._apply(st, op.body)
+                X, EX = st.stack.pop()
+                H = X + st.H
+                st.E = (EX + st.E + _U * np.abs(H)) * (1 + 4 * _U) + _TINY
+                st.H = H
+                _finite(st.H, st.E)
+                continue
+            leaf = self.leaf
+            self.leaf += 1
+            n, _, T, d = st.H.shape
+            if isinstance(op, Affine):
+                g = _gamma(d + 1)
+                W = op.W.T
+                with np.errstate(over="ignore", invalid="ignore"):
+                    H = (st.H.reshape(-1, d) @ W).reshape(n, 2, T, -1)
+                    H[:, 0] += op.b
+                    E = ((st.E + g * np.abs(st.H)).reshape(-1, d) @ np.abs(W)).reshape(n, 2, T, -1)
+                    E[:, 0] += g * np.abs(op.b)
+                    E = E * (1 + 4 * _gamma(d + 4)) + (d + 2) * _TINY
+                _finite(H, E)
+                st.H, st.E = H, E
+            elif isinstance(op, ReLU):
+                self._k_of[leaf] = 1
+                _chunked(st, functools.partial(self._relu, leaf=leaf), 12 * T * d)
+            elif isinstance(op, GroupMax):
+                self._k_of[leaf] = op.k
+                pairs = op.k * (op.k - 1) // 2
+                _chunked(st, functools.partial(self._group_max, leaf=leaf, k=op.k), 12 * T * (d // op.k) * pairs + 2 * T * d)
+            else:  # pragma: no cover - walk_line sends attention elsewhere
+                raise TypeError(f"unknown op {type(op).__name__}")
+
+    def _relu(self, st: _AState, leaf: int) -> None:
+        n, _, T, d = st.H.shape
+        Z = st.H.reshape(n, 2, T * d)
+        EZ = st.E.reshape(n, 2, T * d)
+        cols = np.stack([np.arange(T * d), np.zeros(T * d, np.int64), np.full(T * d, -1)], axis=1)
+        par, pos, left, right, rank, starts = self._split(st, Z, EZ, cols, leaf, 1)
+        bits = np.where(pos[:, None] > rank[par], right[par], left[par]) > 0
+        self._refine(st, par, starts)
+        st.H = st.H * bits.reshape(-1, 1, T, d)
+        st.E = st.E * bits.reshape(-1, 1, T, d)
+        st.codes.append(bits.astype(np.int32))
+
+    def _group_max(self, st: _AState, leaf: int, k: int) -> None:
+        n, _, T, d = st.H.shape
+        u = T * d // k
+        G = st.H.reshape(n, 2, u, k)
+        EG = st.E.reshape(n, 2, u, k)
+        j0, j1 = np.triu_indices(k, 1)
+        Z = (G[..., j0] - G[..., j1]).reshape(n, 2, -1)
+        EZ = ((EG[..., j0] + EG[..., j1]) + _U * np.abs(G[..., j0] - G[..., j1])).reshape(n, 2, -1) * (1 + 4 * _U)
+        P = j0.size
+        unit = np.repeat(np.arange(u), P)
+        cols = np.stack([unit, np.tile(j0, u), np.tile(j1, u)], axis=1)
+        par, pos, left, right, rank, starts = self._split(st, Z, EZ, cols, leaf, k)
+        # sign of f_a - f_b on every sub-interval: +1 / -1, or 0 where it vanishes identically
+        sgn = np.where(pos[:, None] > rank[par], right[par], left[par]).reshape(-1, u, P)
+        wins = np.zeros(sgn.shape[:2] + (k,), np.int64)
+        for q in range(P):  # a < b: a also wins a tie (the first maximal index, as argmax)
+            wins[..., j0[q]] += sgn[..., q] >= 0
+            wins[..., j1[q]] += sgn[..., q] < 0
+        idx = np.argmax(wins == k - 1, axis=-1)
+        # merge neighbouring sub-intervals of one parent with the same winners
+        m = par.shape[0]
+        new = np.ones(m, bool)
+        new[1:] = (par[1:] != par[:-1]) | np.any(idx[1:] != idx[:-1], axis=1)
+        keep = np.flatnonzero(new)
+        self._refine(st, par[keep], tuple(a[keep] for a in starts))
+        G = st.H.reshape(-1, 2, u, k)
+        EG = st.E.reshape(-1, 2, u, k)
+        ix = idx[keep]
+        st.H = np.take_along_axis(G, ix[:, None, :, None], axis=-1).reshape(-1, 2, T, d // k)
+        st.E = np.take_along_axis(EG, ix[:, None, :, None], axis=-1).reshape(-1, 2, T, d // k)
+        st.codes.append(ix.astype(np.int32))
+
+    def _refine(self, st: _AState, par: np.ndarray, starts: tuple) -> None:
+        """Children ``par (m,)`` with left ends ``starts = (t, dt, id)`` (``nan`` id: the parent's own)."""
+        t, dt, tid, first = starts
+        m = par.shape[0]
+        last = np.ones(m, bool)
+        last[:-1] = par[1:] != par[:-1]
+        lo = np.where(first, st.lo[par], t)
+        dlo = np.where(first, st.dlo[par], dt)
+        ilo = np.where(first, st.ilo[par], tid)
+        nxt = np.append(np.arange(1, m), m - 1)
+        hi = np.where(last, st.hi[par], lo[nxt])
+        dhi = np.where(last, st.dhi[par], dlo[nxt])
+        ihi = np.where(last, st.ihi[par], ilo[nxt])
+        st.lo, st.hi, st.dlo, st.dhi, st.ilo, st.ihi = lo, hi, dlo, dhi, ilo, ihi
+        st.take(par)
+
+    # -- the predicates ----------------------------------------------------------------------------
+
+    def _end_signs(self, st: _AState, Z, EZ, which: str):
+        """Signs ``(n, M)`` of the comparisons at each interval's ``lo`` or ``hi`` end; NaN where the float
+        bound cannot decide."""
+        t = st.lo if which == "lo" else st.hi
+        dt = st.dlo if which == "lo" else st.dhi
+        c0, c1, e0, e1 = Z[:, 0], Z[:, 1], EZ[:, 0], EZ[:, 1]
+        at = np.abs(t)[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = c0 + c1 * t[:, None]
+            bound = _gamma(3) * (np.abs(c0) + np.abs(c1) * at) + e0 + np.abs(c1) * dt[:, None] + e1 * (at + dt[:, None])
+            bound = bound * (1 + _gamma(8)) + 4 * _TINY
+        ok = (np.abs(v) > bound) | ((bound == 0) & (dt[:, None] == 0))
+        _finite(v)
+        return np.where(ok, np.sign(v), np.nan)
+
+    def _resolve_signs(self, st, S, Z, cols, leaf, k, which) -> None:
+        """Replace the undecided (NaN) signs of ``S`` by exact ones."""
+        rows, cs = np.nonzero(np.isnan(S))
+        self.exact_predicates += rows.size
+        for r, c in zip(rows.tolist(), cs.tolist()):
+            t = self.break_value(st, r, which)
+            H = self.exact.state(st.codes, r, leaf)
+            alpha, beta = self._column(H, tuple(int(x) for x in cols[c]), k)
+            v = alpha + beta * t
+            S[r, c] = (v > 0) - (v < 0)
+
+    def _split(self, st: _AState, Z, EZ, cols, leaf: int, k: int):
+        """Split every interval on the signs of the affine comparisons ``Z (n, 2, M)`` (errors ``EZ``).
+
+        Returns ``par (m,)``, the position ``pos (m,)`` of each sub-interval in its parent, the signs
+        ``left, right (n, M)`` (just after ``lo`` and just before ``hi``; equal where no root is inside),
+        ``rank (n, M)`` (the root's group within its parent; large where none) and the sub-intervals'
+        left ends ``(t, dt, id, first)``.
+        """
+        n, _, M = Z.shape
+        sL = self._end_signs(st, Z, EZ, "lo")
+        sR = self._end_signs(st, Z, EZ, "hi")
+        self.predicates += 2 * n * M
+        if np.isnan(sL).any():
+            self._resolve_signs(st, sL, Z, cols, leaf, k, "lo")
+        if np.isnan(sR).any():
+            self._resolve_signs(st, sR, Z, cols, leaf, k, "hi")
+        cross = sL * sR < 0
+        const = np.where(sL != 0, sL, sR)  # affine: a sign that holds at one end and not 0 holds inside
+        left = np.where(cross, sL, const)
+        right = np.where(cross, sR, const)
+        ri, rc = np.nonzero(cross)
+        rank = np.full((n, M), np.iinfo(np.int64).max // 2, np.int64)
+        c0, c1 = Z[ri, 0, rc], Z[ri, 1, rc]
+        e0, e1 = EZ[ri, 0, rc], EZ[ri, 1, rc]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t = -c0 / c1
+            at = np.abs(t)
+            slack = np.abs(c1) - e1
+            dt = np.where(slack > 0, (e0 + at * (1 + 2 * _U) * e1) / slack, np.inf) + 2 * _U * at
+            dt = dt * (1 + _gamma(8)) + 4 * _TINY
+        t = np.where(np.isfinite(t), t, st.lo[ri])
+        t = np.minimum(np.maximum(t, st.lo[ri]), st.hi[ri])  # the root is inside the interval
+        lower = np.maximum(t - dt, st.lo[ri] - st.dlo[ri])
+        upper = np.minimum(t + dt, st.hi[ri] + st.dhi[ri])
+        order = np.lexsort((t, ri))
+        ri, rc, t, dt, lower, upper = ri[order], rc[order], t[order], dt[order], lower[order], upper[order]
+        R = ri.size
+        self.predicates += max(R - 1, 0)
+        # running maximum of ``upper`` within each parent (ranks keep it exact): a root whose error
+        # interval reaches the next one's cannot be ordered by floats
+        run_up = upper.copy()
+        if R:
+            rk = np.empty(R, np.int64)
+            rk[np.argsort(upper, kind="stable")] = np.arange(R)
+            key = np.maximum.accumulate(ri.astype(np.int64) * (R + 1) + rk)
+            run_up = np.sort(upper)[key % (R + 1)]
+        same = np.zeros(R, bool)
+        same[1:] = ri[1:] == ri[:-1]
+        linked = np.zeros(R, bool)  # linked[i]: root i may not lie above root i-1
+        linked[1:] = same[1:] & (lower[1:] <= run_up[:-1])
+        new_group = ~linked  # decided by floats: root i is strictly above root i-1
+        tid = np.arange(R) + len(self.break_leaf)
+        if linked.any():  # the exact order may permute the roots of a cluster: rc, t, dt follow it
+            self._resolve_clusters(st, ri, rc, t, dt, linked, new_group, cols, leaf, k)
+            t = np.minimum(np.maximum(t, st.lo[ri]), st.hi[ri])
+        # break table rows for every root (a merged root's row is simply never used)
+        self.break_leaf.extend([leaf] * R)
+        self.break_col.extend(tuple(int(x) for x in cols[c]) for c in rc.tolist())
+        # group index within each parent
+        g = np.cumsum(new_group) - 1
+        if R:
+            first_of_parent = np.ones(R, bool)
+            first_of_parent[1:] = ~same[1:]
+            base = np.maximum.accumulate(np.where(first_of_parent, g, -1))
+            g = g - base
+        rank[ri, rc] = g
+        groups = np.zeros(n, np.int64)
+        if R:
+            np.maximum.at(groups, ri, g + 1)
+        # sub-intervals: parent p has groups[p] + 1 of them
+        counts = groups + 1
+        par = np.repeat(np.arange(n), counts)
+        offs = np.cumsum(counts) - counts
+        pos = np.arange(par.size) - offs[par]
+        first = pos == 0
+        # left end of sub-interval (p, q > 0): the first root of group q - 1
+        heads = np.flatnonzero(new_group)
+        sub = offs[ri[heads]] + g[heads] + 1
+        T0 = np.zeros(par.size)
+        D0 = np.zeros(par.size)
+        I0 = np.full(par.size, -3, np.int64)
+        T0[sub], D0[sub], I0[sub] = t[heads], dt[heads], tid[heads]
+        return par, pos, left, right, rank, (T0, D0, I0, first)
+
+    def _resolve_clusters(self, st, ri, rc, t, dt, linked, new_group, cols, leaf, k) -> None:
+        """Order the roots of every cluster (a run of linked roots) exactly, in place; equal roots share a
+        group. Their floats become the correctly rounded exact values."""
+        R = ri.size
+        start = np.flatnonzero(~linked)
+        ends = np.append(start[1:], R)
+        for s, e in zip(start.tolist(), ends.tolist()):
+            if e - s < 2:
+                continue
+            row = int(ri[s])
+            H = self.exact.state(st.codes, row, leaf)
+            vals = []
+            for i in range(s, e):
+                alpha, beta = self._column(H, tuple(int(x) for x in cols[rc[i]]), k)
+                vals.append(-alpha / beta)
+            self.exact_predicates += e - s - 1
+            perm = sorted(range(e - s), key=lambda i: vals[i])
+            idx = np.arange(s, e)[perm]
+            rc[s:e] = rc[idx]
+            vs = [vals[i] for i in perm]
+            for j, v in enumerate(vs):
+                f = float(v)
+                t[s + j] = f
+                dt[s + j] = abs(float(Fraction(f) - v)) * (1 + 2 * _U) + _TINY
+                new_group[s + j] = j == 0 or vs[j] != vs[j - 1]
+
+
 def _degree_plan(program: Program, max_degree: int) -> int:
     """Check every polynomial the walk needs stays within ``max_degree``; return the output degree."""
 
@@ -653,6 +1093,9 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     check_domain(net, np.minimum(seg.a, seg.b), np.maximum(seg.a, seg.b))
     degree = _degree_plan(program, max_degree)
 
+    if not _has_attention(program.ops):
+        return _walk_exact(program, seg)
+
     T = program.tokens
     mid, half = (seg.a + seg.b) / 2, (seg.b - seg.a) / 2
     H = np.broadcast_to(np.stack([mid, half])[None, :, None, :], (1, 2, T, mid.shape[0])).copy()
@@ -680,5 +1123,52 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
         kind="linear" if is_piecewise_linear(program) else "spline",
         degree=degree,
         ties=int(np.count_nonzero(st.ties)),
+        exact=False,
+        **arrays,
+    )
+
+
+def _has_attention(ops) -> bool:
+    return any(isinstance(op, Attention) or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
+
+
+def _walk_exact(program: Program, seg: Segment) -> LinePieces:
+    """:func:`walk_line` for programs without attention (ReLU MLPs, Maxout): exact predicates."""
+    T, q = program.tokens, program.input_dim
+    H = np.zeros((1, 2, T, q))
+    H[0, 0] = seg.a
+    with np.errstate(over="ignore"):
+        H[0, 1] = seg.b - seg.a
+    _finite(H)
+    E = np.zeros_like(H)
+    E[0, 1] = 2 * _U * np.abs(H[0, 1])  # b - a is rounded once
+    one = np.ones(1)
+    st = _AState(one * 0, one, one * 0, one * 0, np.array([-1]), np.array([-2]), H, E, [], [])
+    walk = _Walk(program, seg)
+    walk.run(st)
+
+    n = st.lo.shape[0]
+    glob = st.H[:, :, program.out_token, :]  # (n, 2, out) in t
+    m, h = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
+    local = np.stack([glob[:, 0] + glob[:, 1] * m[:, None], glob[:, 1] * h[:, None]], axis=1)
+    codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
+    arrays = {
+        "breaks": np.append(st.lo, st.hi[-1]),
+        "codes": codes.astype(np.int32),
+        "output": glob.transpose(0, 2, 1).copy(),
+        "local_output": local.transpose(0, 2, 1).copy(),
+        "piece_ties": np.zeros(n, np.int64),
+        "same_polynomial": _same_polynomials(st.lo, st.hi, local),
+    }
+    for a in arrays.values():
+        a.setflags(write=False)
+    return LinePieces(
+        segment=seg,
+        kind="linear",
+        degree=1,
+        ties=0,
+        exact=True,
+        predicates=walk.predicates,
+        exact_predicates=walk.exact_predicates,
         **arrays,
     )

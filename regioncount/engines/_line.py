@@ -36,6 +36,7 @@ This module is NumPy (combinatorial splitting does not fit XLA); only the refere
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -707,7 +708,8 @@ class _Exact:
 @dataclasses.dataclass
 class _AState:
     """Intervals of the exact walk. ``lo, hi`` floats with error bounds ``dlo, dhi`` and break ids
-    ``ilo, ihi`` (-1: t = 0, -2: t = 1, else a row of the break table); ``H, E (n, 2, T, d)``."""
+    ``ilo, ihi`` (-1: t = 0, -2: t = 1, else a row of the break table); ``H (n, 2, T, d)`` the state's
+    coefficients of 1 and t; ``E (n,)`` scales the walk's per-unit error bound (see ``_Walk.er``)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -746,10 +748,17 @@ class _Walk:
     def __init__(self, program: Program, seg: Segment):
         self.program = program
         self.exact = _Exact(program, seg)
-        self.break_leaf: list[int] = []  # per break: the leaf op whose comparison vanishes there
-        self.break_col: list[tuple[int, int, int]] = []  # per break: (flat column, piece a, piece b or -1)
+        # the break table, in blocks: break ``first + i`` of a block is the root of comparison ``cols[i]``
+        # (flat column, piece a, piece b or -1) of leaf op ``leaf``
+        self.break_blocks: list[tuple[int, int, np.ndarray]] = []
+        self.n_breaks = 0
         self.predicates = 0
         self.exact_predicates = 0
+        # unit i's error on interval r is at most E[r] * er[i] + eb[i] anywhere on t in [0, 1]
+        self.er = np.zeros((1, 1))
+        self.eb = np.zeros((1, 1))
+        self.err_stack: list = []
+        self._abs_rows: dict[int, np.ndarray] = {}
         self.leaf = 0
         self.code_ops: list[int] = []
         self._number(program.ops)
@@ -786,8 +795,9 @@ class _Walk:
             return Fraction(0)
         if bid == -2:
             return Fraction(1)
-        leaf = self.break_leaf[bid]
-        col = self.break_col[bid]
+        i = bisect.bisect_right([f for f, _, _ in self.break_blocks], bid) - 1
+        first, leaf, block = self.break_blocks[i]
+        col = tuple(int(x) for x in block[bid - first])
         H = self.exact.state(st.codes, row, leaf)
         alpha, beta = self._column(H, col, self._k_of[leaf])
         return -alpha / beta
@@ -802,10 +812,15 @@ class _Walk:
         for op in ops:
             if isinstance(op, Residual):
                 st.stack.append((st.H, st.E))
+                self.err_stack.append((self.er, self.eb))
                 self._apply(st, op.body)
-                X, EX = st.stack.pop()
+                X, qX = st.stack.pop()
+                erX, ebX = self.err_stack.pop()
                 H = X + st.H
-                st.E = (EX + st.E + _U * np.abs(H)) * (1 + 4 * _U) + _TINY
+                size = np.abs(H[:, 0]).max(axis=(1, 2)) + np.abs(H[:, 1]).max(axis=(1, 2))
+                q = qX * erX.max() + ebX.max() + st.E * self.er.max() + self.eb.max() + _U * size
+                st.E = q * (1 + 8 * _U) + _TINY
+                self.er, self.eb = np.ones((1, 1)), np.zeros((1, 1))
                 st.H = H
                 _finite(st.H, st.E)
                 continue
@@ -814,52 +829,72 @@ class _Walk:
             n, _, T, d = st.H.shape
             if isinstance(op, Affine):
                 g = _gamma(d + 1)
-                W = op.W.T
                 with np.errstate(over="ignore", invalid="ignore"):
-                    H = (st.H.reshape(-1, d) @ W).reshape(n, 2, T, -1)
+                    H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, 2, T, -1)
                     H[:, 0] += op.b
-                    E = ((st.E + g * np.abs(st.H)).reshape(-1, d) @ np.abs(W)).reshape(n, 2, T, -1)
-                    E[:, 0] += g * np.abs(op.b)
-                    E = E * (1 + 4 * _gamma(d + 4)) + (d + 2) * _TINY
-                _finite(H, E)
-                st.H, st.E = H, E
+                    # Higham, Accuracy and Stability, 3.1: |fl(w.x + b) - (w.x + b)| <= gamma_{d+1} (|w|.|x| + |b|);
+                    # with |x_i(t)| <= s and |error of x_i| <= e for t in [0, 1], unit j's error is at most
+                    # rowsum|W_j| (e + gamma s) + gamma |b_j|
+                    s = np.abs(st.H[:, 0]).max(axis=(1, 2)) + np.abs(st.H[:, 1]).max(axis=(1, 2))
+                    e = st.E * self.er.max() + self.eb.max()
+                    q = (e + g * s) * (1 + 4 * _U)
+                _finite(H, q)
+                st.H, st.E = H, q
+                self.er, self.eb = self._affine_error(op, g)
             elif isinstance(op, ReLU):
                 self._k_of[leaf] = 1
-                _chunked(st, functools.partial(self._relu, leaf=leaf), 12 * T * d)
+                _chunked(st, functools.partial(self._relu, leaf=leaf), 8 * T * d)
             elif isinstance(op, GroupMax):
                 self._k_of[leaf] = op.k
                 pairs = op.k * (op.k - 1) // 2
-                _chunked(st, functools.partial(self._group_max, leaf=leaf, k=op.k), 12 * T * (d // op.k) * pairs + 2 * T * d)
+                per = 8 * T * (d // op.k) * pairs + 3 * T * d
+                _chunked(st, functools.partial(self._group_max, leaf=leaf, k=op.k), per)
             else:  # pragma: no cover - walk_line sends attention elsewhere
                 raise TypeError(f"unknown op {type(op).__name__}")
+
+    def _affine_error(self, op: Affine, g: float):
+        key = id(op)
+        if key not in self._abs_rows:
+            self._abs_rows[key] = np.abs(op.W).sum(axis=1) * (1 + 4 * _gamma(op.W.shape[1] + 4))
+        er = self._abs_rows[key][None, :]
+        eb = np.atleast_2d(g * np.abs(op.b)) * (1 + 4 * _U) + (op.W.shape[1] + 2) * _TINY
+        return er, eb
 
     def _relu(self, st: _AState, leaf: int) -> None:
         n, _, T, d = st.H.shape
         Z = st.H.reshape(n, 2, T * d)
-        EZ = st.E.reshape(n, 2, T * d)
+        er, eb = np.broadcast_to(self.er, (T, d)).reshape(-1), np.broadcast_to(self.eb, (T, d)).reshape(-1)
+        EZ = st.E[:, None] * er + eb
         cols = np.stack([np.arange(T * d), np.zeros(T * d, np.int64), np.full(T * d, -1)], axis=1)
-        par, pos, left, right, rank, starts = self._split(st, Z, EZ, cols, leaf, 1)
-        bits = np.where(pos[:, None] > rank[par], right[par], left[par]) > 0
+        par, left, right, flips, starts = self._split(st, Z, EZ, cols, leaf, 1)
+        bits = (left > 0)[par]
+        rows, cs = flips
+        bits[rows, cs] = right[par[rows], cs] > 0
         self._refine(st, par, starts)
         st.H = st.H * bits.reshape(-1, 1, T, d)
-        st.E = st.E * bits.reshape(-1, 1, T, d)
         st.codes.append(bits.astype(np.int32))
 
     def _group_max(self, st: _AState, leaf: int, k: int) -> None:
         n, _, T, d = st.H.shape
         u = T * d // k
         G = st.H.reshape(n, 2, u, k)
-        EG = st.E.reshape(n, 2, u, k)
+        er = np.broadcast_to(self.er, (T, d)).reshape(u, k)
+        eb = np.broadcast_to(self.eb, (T, d)).reshape(u, k)
         j0, j1 = np.triu_indices(k, 1)
-        Z = (G[..., j0] - G[..., j1]).reshape(n, 2, -1)
-        EZ = ((EG[..., j0] + EG[..., j1]) + _U * np.abs(G[..., j0] - G[..., j1])).reshape(n, 2, -1) * (1 + 4 * _U)
+        D = G[..., j0] - G[..., j1]
+        Z = D.reshape(n, 2, -1)
+        pair_r, pair_b = (er[:, j0] + er[:, j1]).reshape(-1), (eb[:, j0] + eb[:, j1]).reshape(-1)
+        EZ = (st.E[:, None] * pair_r + pair_b + _U * (np.abs(D[:, 0]) + np.abs(D[:, 1])).reshape(n, -1)) * (1 + 4 * _U)
         P = j0.size
         unit = np.repeat(np.arange(u), P)
         cols = np.stack([unit, np.tile(j0, u), np.tile(j1, u)], axis=1)
-        par, pos, left, right, rank, starts = self._split(st, Z, EZ, cols, leaf, k)
+        par, left, right, flips, starts = self._split(st, Z, EZ, cols, leaf, k)
         # sign of f_a - f_b on every sub-interval: +1 / -1, or 0 where it vanishes identically
-        sgn = np.where(pos[:, None] > rank[par], right[par], left[par]).reshape(-1, u, P)
-        wins = np.zeros(sgn.shape[:2] + (k,), np.int64)
+        sgn = left.astype(np.int8)[par]
+        rows, cs = flips
+        sgn[rows, cs] = right[par[rows], cs]
+        sgn = sgn.reshape(-1, u, P)
+        wins = np.zeros(sgn.shape[:2] + (k,), np.int8)
         for q in range(P):  # a < b: a also wins a tie (the first maximal index, as argmax)
             wins[..., j0[q]] += sgn[..., q] >= 0
             wins[..., j1[q]] += sgn[..., q] < 0
@@ -870,15 +905,14 @@ class _Walk:
         new[1:] = (par[1:] != par[:-1]) | np.any(idx[1:] != idx[:-1], axis=1)
         keep = np.flatnonzero(new)
         self._refine(st, par[keep], tuple(a[keep] for a in starts))
-        G = st.H.reshape(-1, 2, u, k)
-        EG = st.E.reshape(-1, 2, u, k)
         ix = idx[keep]
+        G = st.H.reshape(-1, 2, u, k)
         st.H = np.take_along_axis(G, ix[:, None, :, None], axis=-1).reshape(-1, 2, T, d // k)
-        st.E = np.take_along_axis(EG, ix[:, None, :, None], axis=-1).reshape(-1, 2, T, d // k)
+        self.er, self.eb = er.max(axis=1).reshape(T, -1), eb.max(axis=1).reshape(T, -1)  # the winner's is below
         st.codes.append(ix.astype(np.int32))
 
     def _refine(self, st: _AState, par: np.ndarray, starts: tuple) -> None:
-        """Children ``par (m,)`` with left ends ``starts = (t, dt, id)`` (``nan`` id: the parent's own)."""
+        """Children ``par (m,)`` with left ends ``starts = (t, dt, id, first)`` (``first``: the parent's own)."""
         t, dt, tid, first = starts
         m = par.shape[0]
         last = np.ones(m, bool)
@@ -895,73 +929,79 @@ class _Walk:
 
     # -- the predicates ----------------------------------------------------------------------------
 
-    def _end_signs(self, st: _AState, Z, EZ, which: str):
-        """Signs ``(n, M)`` of the comparisons at each interval's ``lo`` or ``hi`` end; NaN where the float
-        bound cannot decide."""
+    def _end_values(self, st: _AState, Z, A, B, which: str):
+        """Values ``(n, M)`` of the comparisons at each interval's ``lo`` or ``hi`` end and a bound on
+        their distance to the exact values there: ``|v - z(t_exact)| <= gamma_3 (|c0| + |c1 t|) + eps +
+        |c1| |t - t_exact|``, with ``A = gamma_3 |c0| + eps`` and ``B = |c1|`` (both inflated)."""
         t = st.lo if which == "lo" else st.hi
         dt = st.dlo if which == "lo" else st.dhi
-        c0, c1, e0, e1 = Z[:, 0], Z[:, 1], EZ[:, 0], EZ[:, 1]
-        at = np.abs(t)[:, None]
         with np.errstate(over="ignore", invalid="ignore"):
-            v = c0 + c1 * t[:, None]
-            bound = _gamma(3) * (np.abs(c0) + np.abs(c1) * at) + e0 + np.abs(c1) * dt[:, None] + e1 * (at + dt[:, None])
-            bound = bound * (1 + _gamma(8)) + 4 * _TINY
-        ok = (np.abs(v) > bound) | ((bound == 0) & (dt[:, None] == 0))
+            v = Z[:, 0] + Z[:, 1] * t[:, None]
+            bound = A + B * (_gamma(3) * np.abs(t) + dt)[:, None]
         _finite(v)
-        return np.where(ok, np.sign(v), np.nan)
+        return v, bound
 
-    def _resolve_signs(self, st, S, Z, cols, leaf, k, which) -> None:
-        """Replace the undecided (NaN) signs of ``S`` by exact ones."""
-        rows, cs = np.nonzero(np.isnan(S))
-        self.exact_predicates += rows.size
-        for r, c in zip(rows.tolist(), cs.tolist()):
-            t = self.break_value(st, r, which)
-            H = self.exact.state(st.codes, r, leaf)
-            alpha, beta = self._column(H, tuple(int(x) for x in cols[c]), k)
-            v = alpha + beta * t
-            S[r, c] = (v > 0) - (v < 0)
+    def _exact_sign(self, st, row: int, col, leaf: int, k: int, which: str) -> int:
+        """The exact sign of comparison ``col`` at the ``which`` end of interval ``row``."""
+        t = self.break_value(st, row, which)
+        H = self.exact.state(st.codes, row, leaf)
+        alpha, beta = self._column(H, tuple(int(x) for x in col), k)
+        v = alpha + beta * t
+        return (v > 0) - (v < 0)
 
     def _split(self, st: _AState, Z, EZ, cols, leaf: int, k: int):
-        """Split every interval on the signs of the affine comparisons ``Z (n, 2, M)`` (errors ``EZ``).
+        """Split every interval on the signs of the affine comparisons ``Z (n, 2, M)`` (coefficients of 1
+        and t; ``EZ (n, M)`` bounds their error anywhere on [0, 1]).
 
-        Returns ``par (m,)``, the position ``pos (m,)`` of each sub-interval in its parent, the signs
-        ``left, right (n, M)`` (just after ``lo`` and just before ``hi``; equal where no root is inside),
-        ``rank (n, M)`` (the root's group within its parent; large where none) and the sub-intervals'
-        left ends ``(t, dt, id, first)``.
+        Returns ``par (m,)``, the signs ``left, right (n, M) int8`` just after ``lo`` and just before
+        ``hi`` (equal where no root is inside), ``flips = (rows, cols)``: the sub-intervals (rows of
+        ``par``) and comparisons whose sign is ``right`` (after their root) rather than ``left``, and the
+        sub-intervals' left ends ``(t, dt, id, first)``.
         """
         n, _, M = Z.shape
-        sL = self._end_signs(st, Z, EZ, "lo")
-        sR = self._end_signs(st, Z, EZ, "hi")
+        grow = 1 + _gamma(8)
+        A = (_gamma(3) * np.abs(Z[:, 0]) + EZ) * grow + 4 * _TINY
+        B = np.abs(Z[:, 1]) * grow
+        vL, bL = self._end_values(st, Z, A, B, "lo")
+        vR, bR = self._end_values(st, Z, A, B, "hi")
         self.predicates += 2 * n * M
-        if np.isnan(sL).any():
-            self._resolve_signs(st, sL, Z, cols, leaf, k, "lo")
-        if np.isnan(sR).any():
-            self._resolve_signs(st, sR, Z, cols, leaf, k, "hi")
-        cross = sL * sR < 0
-        const = np.where(sL != 0, sL, sR)  # affine: a sign that holds at one end and not 0 holds inside
-        left = np.where(cross, sL, const)
-        right = np.where(cross, sR, const)
+        left = np.sign(vL).astype(np.int8)
+        right = np.sign(vR).astype(np.int8)
+        unsure_l, unsure_r = np.abs(vL) <= bL, np.abs(vR) <= bR
+        if unsure_l.any() or unsure_r.any():
+            fix = np.flatnonzero((unsure_l | unsure_r).reshape(-1))
+            self.exact_predicates += int(np.count_nonzero(unsure_l) + np.count_nonzero(unsure_r))
+            for f in fix.tolist():
+                r, c = divmod(f, M)
+                sl = self._exact_sign(st, r, cols[c], leaf, k, "lo") if unsure_l[r, c] else int(left[r, c])
+                sr = self._exact_sign(st, r, cols[c], leaf, k, "hi") if unsure_r[r, c] else int(right[r, c])
+                # affine: a sign that holds at one end and is not 0 holds all through unless the other end
+                # has the opposite sign (then one root inside)
+                left[r, c] = sl if sl != 0 else sr
+                right[r, c] = sr if sr != 0 else sl
+        cross = left != right
         ri, rc = np.nonzero(cross)
-        rank = np.full((n, M), np.iinfo(np.int64).max // 2, np.int64)
-        c0, c1 = Z[ri, 0, rc], Z[ri, 1, rc]
-        e0, e1 = EZ[ri, 0, rc], EZ[ri, 1, rc]
+        c0, c1, eps = Z[ri, 0, rc], Z[ri, 1, rc], EZ[ri, rc]
+        mL = np.maximum(np.abs(vL[ri, rc]) - bL[ri, rc], 0)  # lower bounds on |z| at the two ends
+        mR = np.maximum(np.abs(vR[ri, rc]) - bR[ri, rc], 0)
+        lo_r, hi_r = st.lo[ri], st.hi[ri]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            t = -c0 / c1
-            at = np.abs(t)
-            slack = np.abs(c1) - e1
-            dt = np.where(slack > 0, (e0 + at * (1 + 2 * _U) * e1) / slack, np.inf) + 2 * _U * at
-            dt = dt * (1 + _gamma(8)) + 4 * _TINY
-        t = np.where(np.isfinite(t), t, st.lo[ri])
-        t = np.minimum(np.maximum(t, st.lo[ri]), st.hi[ri])  # the root is inside the interval
-        lower = np.maximum(t - dt, st.lo[ri] - st.dlo[ri])
-        upper = np.minimum(t + dt, st.hi[ri] + st.dhi[ri])
+            t = np.minimum(np.maximum(-c0 / c1, lo_r), hi_r)  # the root is inside the interval
+            t = np.where(np.isfinite(t), t, lo_r)
+            # |beta| (R - L) = |z(L)| + |z(R)| >= the two margins; |t - root| = |z(t)| / |beta|
+            width = (hi_r + st.dhi[ri]) - (lo_r - st.dlo[ri])
+            slope = (mL + mR) / width * (1 - 8 * _U)
+            zt = np.abs(c0 + c1 * t) + _gamma(3) * (np.abs(c0) + np.abs(c1 * t)) + eps
+            dt = np.where(slope > 0, zt / slope, np.inf) * (1 + _gamma(8)) + 4 * _TINY
+        lower = np.maximum(t - dt, lo_r - st.dlo[ri])
+        upper = np.minimum(t + dt, hi_r + st.dhi[ri])
         order = np.lexsort((t, ri))
         ri, rc, t, dt, lower, upper = ri[order], rc[order], t[order], dt[order], lower[order], upper[order]
         R = ri.size
         self.predicates += max(R - 1, 0)
         # running maximum of ``upper`` within each parent (ranks keep it exact): a root whose error
-        # interval reaches the next one's cannot be ordered by floats
-        run_up = upper.copy()
+        # interval reaches a later one's cannot be ordered by floats
+        run_up = upper
         if R:
             rk = np.empty(R, np.int64)
             rk[np.argsort(upper, kind="stable")] = np.arange(R)
@@ -969,41 +1009,41 @@ class _Walk:
             run_up = np.sort(upper)[key % (R + 1)]
         same = np.zeros(R, bool)
         same[1:] = ri[1:] == ri[:-1]
-        linked = np.zeros(R, bool)  # linked[i]: root i may not lie above root i-1
+        linked = np.zeros(R, bool)  # linked[i]: root i may not lie above root i - 1
         linked[1:] = same[1:] & (lower[1:] <= run_up[:-1])
-        new_group = ~linked  # decided by floats: root i is strictly above root i-1
-        tid = np.arange(R) + len(self.break_leaf)
+        new_group = ~linked  # decided by floats: root i lies strictly above the roots before it
         if linked.any():  # the exact order may permute the roots of a cluster: rc, t, dt follow it
             self._resolve_clusters(st, ri, rc, t, dt, linked, new_group, cols, leaf, k)
             t = np.minimum(np.maximum(t, st.lo[ri]), st.hi[ri])
-        # break table rows for every root (a merged root's row is simply never used)
-        self.break_leaf.extend([leaf] * R)
-        self.break_col.extend(tuple(int(x) for x in cols[c]) for c in rc.tolist())
-        # group index within each parent
+        tid = np.arange(R) + self.n_breaks
+        if R:  # (a merged root's row is simply never used)
+            self.break_blocks.append((self.n_breaks, leaf, cols[rc]))
+            self.n_breaks += R
+        # group index of every root within its parent, and the number of groups per parent
         g = np.cumsum(new_group) - 1
         if R:
-            first_of_parent = np.ones(R, bool)
-            first_of_parent[1:] = ~same[1:]
-            base = np.maximum.accumulate(np.where(first_of_parent, g, -1))
+            base = np.maximum.accumulate(np.where(~same, g, -1))
             g = g - base
-        rank[ri, rc] = g
         groups = np.zeros(n, np.int64)
         if R:
             np.maximum.at(groups, ri, g + 1)
-        # sub-intervals: parent p has groups[p] + 1 of them
-        counts = groups + 1
+        counts = groups + 1  # sub-intervals per parent
         par = np.repeat(np.arange(n), counts)
         offs = np.cumsum(counts) - counts
-        pos = np.arange(par.size) - offs[par]
-        first = pos == 0
-        # left end of sub-interval (p, q > 0): the first root of group q - 1
+        first = np.zeros(par.size, bool)
+        first[offs] = True
+        # left end of sub-interval q > 0 of a parent: the first root of group q - 1
         heads = np.flatnonzero(new_group)
         sub = offs[ri[heads]] + g[heads] + 1
-        T0 = np.zeros(par.size)
-        D0 = np.zeros(par.size)
+        T0, D0 = np.zeros(par.size), np.zeros(par.size)
         I0 = np.full(par.size, -3, np.int64)
         T0[sub], D0[sub], I0[sub] = t[heads], dt[heads], tid[heads]
-        return par, pos, left, right, rank, (T0, D0, I0, first)
+        # the sub-intervals after each root: offs + g + 1 .. offs + groups
+        lengths = groups[ri] - g
+        rep = np.repeat(np.arange(R), lengths)
+        within = np.arange(rep.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        rows = offs[ri[rep]] + g[rep] + 1 + within
+        return par, left, right, (rows, rc[rep]), (T0, D0, I0, first)
 
     def _resolve_clusters(self, st, ri, rc, t, dt, linked, new_group, cols, leaf, k) -> None:
         """Order the roots of every cluster (a run of linked roots) exactly, in place; equal roots share a
@@ -1140,11 +1180,10 @@ def _walk_exact(program: Program, seg: Segment) -> LinePieces:
     with np.errstate(over="ignore"):
         H[0, 1] = seg.b - seg.a
     _finite(H)
-    E = np.zeros_like(H)
-    E[0, 1] = 2 * _U * np.abs(H[0, 1])  # b - a is rounded once
     one = np.ones(1)
-    st = _AState(one * 0, one, one * 0, one * 0, np.array([-1]), np.array([-2]), H, E, [], [])
+    st = _AState(one * 0, one, one * 0, one * 0, np.array([-1]), np.array([-2]), H, one.copy(), [], [])
     walk = _Walk(program, seg)
+    walk.er, walk.eb = 2 * _U * np.abs(H[0, 1]), np.zeros((T, q))  # b - a is rounded once
     walk.run(st)
 
     n = st.lo.shape[0]

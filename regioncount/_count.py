@@ -86,6 +86,10 @@ def count_regions(
                 "linear_regions": int(res.linear_pieces),
                 "ties": int(res.ties),
                 "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
+                # ReLU/Maxout: every predicate exact (float bound, else rationals); attention: tolerances
+                "exact": bool(res.exact),
+                "predicates": int(res.predicates),
+                "exact_predicates": int(res.exact_predicates),
             }
         elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
             from .engines._plane import partition_plane
@@ -106,7 +110,8 @@ def count_regions(
                 f"exact counting needs a 1D or 2D domain but the box is {domain.dim}D: give a 2D slice "
                 "(--origin/--dir1/--dir2), use --method line along a segment, or --method sample"
             )
-        out.update(method=method, exact=True, kind=kind)
+        out.setdefault("exact", True)
+        out.update(method=method, kind=kind)
     out["seconds"] = time.perf_counter() - t0
     return out
 

@@ -150,13 +150,15 @@ def count(
         return
     table = Table(title=f"{model.name}: {res['kind']}", show_header=False)
     label = f"{res['kind']} ({'exact' if res['exact'] else 'lower bound'})"
+    if not res["exact"] and res["method"] != "sample":
+        label = f"{res['kind']} (float64 decisions with tolerances, not exact)"
     table.add_row(label, f"{res['regions']:,}")
     if res.get("linear_regions") is not None:
         table.add_row(
             "linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged",
             f"{res['linear_regions']:,}",
         )
-    for key in ("samples", "f1", "f2", "chao1", "coverage", "ties"):
+    for key in ("samples", "f1", "f2", "chao1", "coverage", "ties", "exact_predicates"):
         if key in res:
             v = res[key]
             table.add_row(

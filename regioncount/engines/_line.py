@@ -11,13 +11,27 @@ split every interval at the roots (inside it) of the comparisons that op makes:
   query (products of two polynomials: quadratics when ``H`` is affine in ``t``);
 - ReLU attention: the roots of every score entry ``S_ij``.
 
-The op's decision is then read at the midpoint of every sub-interval and adjacent sub-intervals with
-equal decisions are merged again, so a root that changes no decision (a tangency, a double root, a
-crossing below the current maximum) never creates a piece. The decisions are read from the
-polynomials, in the code layout of ``networks/_ops.py``, so each piece's code is the code
-:func:`~regioncount.engines._forward.forward_codes` gives inside it.
+**ReLU MLPs and Maxout networks (no attention): exact.** The state is affine in ``t`` on every interval
+and so is every comparison, so its signs at the interval's two ends settle it: a strict sign change is
+one root inside, otherwise the sign holds throughout (zero at both ends: identically zero, an exact tie
+or a dead unit). Every sign is a float64 evaluation with a rigorous error bound (Higham, *Accuracy and
+Stability of Numerical Algorithms*, 2002, §3.1: a ``d``-term dot product errs by at most
+``gamma_d = d u / (1 - d u)`` of ``|w|.|x|``; bounds carried op by op, plus ``2^-1074`` per product for
+underflow); where the bound cannot decide, the engine replays the interval's code in exact rational
+arithmetic on the float64 weights (each an exact binary fraction) and takes the exact sign. Roots of one
+interval are ordered by their floats where their error intervals are apart and exactly where they
+overlap; exactly equal roots (duplicate or concurrent units) make one break. Every break remembers which
+comparison of which op vanishes there, so exact arithmetic can always recover its exact value. No length,
+distance or relative size decides whether a piece exists: a piece shorter than float64 resolution is
+kept (its two breaks may then round to the same float, so ``breaks`` is only non-decreasing). The result
+reports the predicates decided (``predicates``) and how many needed exact arithmetic
+(``exact_predicates``). Float64 overflow of an intermediate value stops the walk with
+:class:`FloatRangeError` rather than guessing.
 
-Numerics. Each interval stores its polynomials in its own local variable ``s in [-1, 1]``
+**With attention: float64 decisions with tolerances (``exact = False``).** The op's decision is read at
+the midpoint of every sub-interval and adjacent sub-intervals with equal decisions are merged again, so a
+root that changes no decision (a tangency, a double root, a crossing below the current maximum) never
+creates a piece. Each interval stores its polynomials in its own local variable ``s in [-1, 1]``
 (``t = mid + half * s``); a split re-expands the parent's coefficients to the children, so later ops
 (score products, cubic ReLU-attention terms) are formed on small intervals where monomials are well
 conditioned. Roots of degree <= 2 are closed forms; higher degrees are eigenvalues of batched
@@ -25,13 +39,15 @@ companion matrices polished by Newton steps. A polynomial whose coefficients are
 ``_ZERO`` (1e-12) times the largest of its op on that interval is identically zero (a dead unit, an
 exact hardmax tie). A decision whose compared value is within ``_NOISE`` (1e-14) of the size of the
 compared polynomials on the parent interval is not trusted: it is taken from the neighbouring
-sub-interval of the same parent, preferring the neighbour it then equals (a sliver around a rounded
-tangency, or between two roots that coincide in exact arithmetic). Hence the resolution: pieces
+sub-interval of the same parent, preferring the neighbour it then equals. Hence the resolution: pieces
 shorter than ``1e-13`` of their parent interval or ``1e-14`` in ``t``, or on which the deciding gap is
-below ``1e-14`` of the compared values, are not resolved. Ops run on blocks of intervals, so memory
-is linear in the number of pieces.
+below ``1e-14`` of the compared values, are not resolved there.
 
-This module is NumPy (combinatorial splitting does not fit XLA); only the reference forward pass is JAX.
+The decisions are read in the code layout of ``networks/_ops.py``, so each piece's code is the code
+:func:`~regioncount.engines._forward.forward_codes` gives inside it (where float64 evaluates it
+correctly). Ops run on blocks of intervals, so memory is linear in the number of pieces. This module is
+NumPy and Python fractions (combinatorial splitting does not fit XLA); only the reference forward pass is
+JAX.
 """
 
 from __future__ import annotations
@@ -59,9 +75,11 @@ _IMAG = 1e-6  # companion eigenvalues with a smaller imaginary part are candidat
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LinePieces:
-    """The pieces of a network on a segment, exactly (up to float64 resolution, see the module docstring).
+    """The pieces of a network on a segment: exact for ReLU MLPs and Maxout networks (``exact``), with
+    float64 tolerances where there is attention (see the module docstring).
 
-    ``breaks`` ``(n+1,)``: t-values, ``breaks[0] = 0``, ``breaks[-1] = 1``, strictly increasing.
+    ``breaks`` ``(n+1,)``: t-values, ``breaks[0] = 0``, ``breaks[-1] = 1``, non-decreasing (strictly
+    increasing except around a piece shorter than float64 resolution, which is kept).
     ``codes`` ``(n, C) int32``: the activation code on each piece, layout of ``forward_codes``.
     ``output`` ``(n, out, degree+1)``: the output on each piece as coefficients of ``1, t, t^2, ...``
     (ascending powers of the global ``t``; ill-conditioned for high degree on tiny pieces).
@@ -72,6 +90,9 @@ class LinePieces:
     ``piece_ties`` ``(n,)``: hardmax rows that tie identically on each piece (forward's ``ties`` there).
     ``ties``: number of pieces on which some hardmax row ties identically (attention averaged there).
     ``same_polynomial`` ``(n-1,)``: piece ``i+1`` carries the same output polynomial as piece ``i``.
+    ``exact``: every combinatorial decision was made for the float64 network as given; ``predicates``:
+    sign and order decisions made; ``exact_predicates``: those the float bound could not decide, settled
+    in exact rational arithmetic (both 0 for the attention walk, which does not count them).
     """
 
     segment: Segment
@@ -133,7 +154,8 @@ class LinePieces:
         t = np.atleast_1d(np.asarray(t, dtype=np.float64))
         i = self.piece_index(t)
         lo, hi = self.breaks[i], self.breaks[i + 1]
-        s = (t - (lo + hi) / 2) / ((hi - lo) / 2)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a piece below float resolution has hi == lo
+            s = np.where(hi > lo, (t - (lo + hi) / 2) / ((hi - lo) / 2), 0.0)
         c = self.local_output[i]
         y = c[..., -1]
         for k in range(c.shape[-1] - 2, -1, -1):
@@ -1168,6 +1190,16 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     )
 
 
+def _same_affine(C: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """Neighbouring pieces with the same affine output ``C (n, 2, out)`` (coefficients of 1 and t on
+    [0, 1], so both are on one scale) up to ``rtol`` of their size -> ``(n-1,)`` (linear pieces merge them)."""
+    if C.shape[0] < 2:
+        return np.zeros(0, bool)
+    size = np.abs(C).sum(axis=1)  # (n, out)
+    tol = rtol * (np.maximum(size[:-1], size[1:]) + 1e-12 * size.max())
+    return np.all(np.abs(C[1:] - C[:-1]) <= tol[:, None, :], axis=(1, 2))
+
+
 def _has_attention(ops) -> bool:
     return any(isinstance(op, Attention) or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
 
@@ -1197,7 +1229,7 @@ def _walk_exact(program: Program, seg: Segment) -> LinePieces:
         "output": glob.transpose(0, 2, 1).copy(),
         "local_output": local.transpose(0, 2, 1).copy(),
         "piece_ties": np.zeros(n, np.int64),
-        "same_polynomial": _same_polynomials(st.lo, st.hi, local),
+        "same_polynomial": _same_affine(glob),
     }
     for a in arrays.values():
         a.setflags(write=False)

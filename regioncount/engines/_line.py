@@ -859,7 +859,7 @@ class _Walk:
                     # rowsum|W_j| (e + gamma s) + gamma |b_j|
                     s = np.abs(st.H[:, 0]).max(axis=(1, 2)) + np.abs(st.H[:, 1]).max(axis=(1, 2))
                     e = st.E * self.er.max() + self.eb.max()
-                    q = (e + g * s) * (1 + 4 * _U)
+                    q = (e + g * s) * (1 + 8 * _U)
                 _finite(H, q)
                 st.H, st.E = H, q
                 self.er, self.eb = self._affine_error(op, g)
@@ -954,7 +954,8 @@ class _Walk:
     def _end_values(self, st: _AState, Z, A, B, which: str):
         """Values ``(n, M)`` of the comparisons at each interval's ``lo`` or ``hi`` end and a bound on
         their distance to the exact values there: ``|v - z(t_exact)| <= gamma_3 (|c0| + |c1 t|) + eps +
-        |c1| |t - t_exact|``, with ``A = gamma_3 |c0| + eps`` and ``B = |c1|`` (both inflated)."""
+        |beta| |t - t_exact|``, with ``A = gamma_3 |c0| + eps`` and ``B = |c1| + 2 eps >= |beta|`` (both
+        inflated); ``eps`` bounds the state's error on [0, 1] and the end's float is within ``dt``."""
         t = st.lo if which == "lo" else st.hi
         dt = st.dlo if which == "lo" else st.dhi
         with np.errstate(over="ignore", invalid="ignore"):
@@ -981,9 +982,9 @@ class _Walk:
         sub-intervals' left ends ``(t, dt, id, first)``.
         """
         n, _, M = Z.shape
-        grow = 1 + _gamma(8)
+        grow = 1 + _gamma(24)  # covers the roundings of the bound's own evaluation
         A = (_gamma(3) * np.abs(Z[:, 0]) + EZ) * grow + 4 * _TINY
-        B = np.abs(Z[:, 1]) * grow
+        B = (np.abs(Z[:, 1]) + 2 * EZ) * grow  # |beta| <= |c1| + 2 eps (the error is affine in t)
         vL, bL = self._end_values(st, Z, A, B, "lo")
         vR, bR = self._end_values(st, Z, A, B, "hi")
         self.predicates += 2 * n * M
@@ -1011,12 +1012,13 @@ class _Walk:
             t = np.minimum(np.maximum(-c0 / c1, lo_r), hi_r)  # the root is inside the interval
             t = np.where(np.isfinite(t), t, lo_r)
             # |beta| (R - L) = |z(L)| + |z(R)| >= the two margins; |t - root| = |z(t)| / |beta|
-            width = (hi_r + st.dhi[ri]) - (lo_r - st.dlo[ri])
+            width = np.nextafter((hi_r + st.dhi[ri]) - (lo_r - st.dlo[ri]), np.inf)
             slope = (mL + mR) / width * (1 - 8 * _U)
             zt = np.abs(c0 + c1 * t) + _gamma(3) * (np.abs(c0) + np.abs(c1 * t)) + eps
             dt = np.where(slope > 0, zt / slope, np.inf) * (1 + _gamma(8)) + 4 * _TINY
-        lower = np.maximum(t - dt, lo_r - st.dlo[ri])
-        upper = np.minimum(t + dt, hi_r + st.dhi[ri])
+        # rounded outwards, so that [lower, upper] holds the exact root
+        lower = np.nextafter(np.maximum(t - dt, lo_r - st.dlo[ri]), -np.inf)
+        upper = np.nextafter(np.minimum(t + dt, hi_r + st.dhi[ri]), np.inf)
         order = np.lexsort((t, ri))
         ri, rc, t, dt, lower, upper = ri[order], rc[order], t[order], dt[order], lower[order], upper[order]
         R = ri.size

@@ -656,71 +656,114 @@ def _finite(*arrays) -> None:
             )
 
 
+def _dyadic(x) -> tuple[np.ndarray, int]:
+    """Float64 array ``x`` as exact integers ``M`` (object array) and an exponent: ``x = M * 2^-e``."""
+    x = np.asarray(x, dtype=np.float64)
+    ratios = [v.as_integer_ratio() for v in x.ravel().tolist()]
+    e = max((q.bit_length() - 1 for _, q in ratios), default=0)
+    ints = [p << (e - (q.bit_length() - 1)) for p, q in ratios]
+    out = np.empty(x.size, dtype=object)
+    out[:] = ints
+    return out.reshape(x.shape), e
+
+
+def _rescale(M: np.ndarray, e: int, to: int) -> np.ndarray:
+    return M if to == e else M * (1 << (to - e))
+
+
 class _Exact:
-    """Exact (rational) replay of the program on one interval's code: the state an op sees, as
-    ``Fraction`` coefficients of 1 and t. Weights are float64, hence exact binary fractions."""
+    """Exact replay of the program on one interval's code: the state an op sees as integers times a
+    power of two (``(M (2, T, d) object, e)``: coefficients of 1 and t are ``M * 2^-e``). Weights are
+    float64, hence exact binary fractions; nothing is rounded."""
 
     def __init__(self, program: Program, seg: Segment):
         self.program = program
-        a = [Fraction(float(v)) for v in seg.a]
-        ba = [Fraction(float(y)) - x for x, y in zip(a, seg.b)]
-        T = program.tokens
-        self.H0 = np.empty((2, T, len(a)), dtype=object)
+        T, q = program.tokens, program.input_dim
+        A, ea = _dyadic(seg.a)
+        B, eb = _dyadic(seg.b)
+        e = max(ea, eb)
+        A, B = _rescale(A, ea, e), _rescale(B, eb, e)
+        H = np.empty((2, T, q), dtype=object)
         for t in range(T):
-            for j in range(len(a)):
-                self.H0[0, t, j], self.H0[1, t, j] = a[j], ba[j]
+            H[0, t], H[1, t] = A, B - A
+        self.H0 = (H, e)
         self.weights: dict[int, tuple] = {}
-        self.cache: dict[tuple, np.ndarray] = {}
+        self.cache: dict[tuple, tuple] = {}
         self.calls = 0
+        self.linear = not any(isinstance(op, Residual) for op in program.ops)
+        self.flat = list(program.ops)
 
     def _w(self, op: Affine):
         key = id(op)
         if key not in self.weights:
-            W = np.vectorize(Fraction, otypes=[object])(op.W.T)
-            b = np.vectorize(Fraction, otypes=[object])(np.broadcast_to(op.b, op.b.shape))
-            self.weights[key] = (W, b)
+            self.weights[key] = (*_dyadic(op.W.T), *_dyadic(op.b))
         return self.weights[key]
 
-    def state(self, codes: list, row: int, leaf: int) -> np.ndarray:
-        """The exact input ``(2, T, d)`` of leaf op number ``leaf`` on interval ``row`` of ``codes``."""
-        key = (leaf, b"".join(np.ascontiguousarray(c[row]).tobytes() for c in codes[: self._code_ops[leaf]]))
+    def _step(self, op, state, codes, row: int, n_codes: int):
+        H, e = state
+        if isinstance(op, Affine):
+            W, eW, b, eb = self._w(op)
+            P, eP = np.dot(H, W), e + eW
+            E = max(eP, eb)
+            P = _rescale(P, eP, E)
+            P[0] = P[0] + _rescale(b, eb, E)
+            return (P, E), n_codes
+        if isinstance(op, ReLU):
+            bits = codes[n_codes][row].reshape(H.shape[1:]).astype(object)
+            return (H * bits, e), n_codes + 1
+        if isinstance(op, GroupMax):
+            idx = codes[n_codes][row].reshape(H.shape[1], -1)
+            G = H.reshape(2, H.shape[1], -1, op.k)
+            return (np.take_along_axis(G, idx[None, :, :, None], axis=-1)[..., 0], e), n_codes + 1
+        raise TypeError(f"unknown op {type(op).__name__}")  # pragma: no cover
+
+    def _key(self, codes: list, row: int, leaf: int):
+        return (leaf, b"".join(np.ascontiguousarray(c[row]).tobytes() for c in codes[: self._code_ops[leaf]]))
+
+    def state(self, codes: list, row: int, leaf: int) -> tuple[np.ndarray, int]:
+        """The exact input ``(M (2, T, d), e)`` of leaf op number ``leaf`` on interval ``row`` of ``codes``."""
+        key = self._key(codes, row, leaf)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
         self.calls += 1
+        if self.linear:  # resume from the longest cached prefix
+            start, state = 0, self.H0
+            for j in range(leaf - 1, 0, -1):
+                got = self.cache.get(self._key(codes, row, j))
+                if got is not None:
+                    start, state = j, got
+                    break
+            n_codes = self._code_ops[start]
+            for j in range(start, leaf):
+                state, n_codes = self._step(self.flat[j], state, codes, row, n_codes)
+                if j + 1 < leaf:
+                    self.cache[self._key(codes, row, j + 1)] = state
+            self.cache[key] = state
+            return state
         found: list = []
         count = [0, 0]  # leaves seen, code ops seen
 
-        def run(ops, H):
+        def run(ops, state):
             for op in ops:
                 if isinstance(op, Residual):
-                    H = H + run(op.body, H)
+                    (H, e), (B, eB) = state, run(op.body, state)
                     if found:
-                        return H
+                        return state
+                    E = max(e, eB)
+                    state = (_rescale(H, e, E) + _rescale(B, eB, E), E)
                     continue
                 if count[0] == leaf:
-                    found.append(H)
-                    return H
+                    found.append(state)
+                    return state
                 count[0] += 1
-                if isinstance(op, Affine):
-                    W, b = self._w(op)
-                    H = np.dot(H, W)
-                    H[0] = H[0] + b
-                elif isinstance(op, ReLU):
-                    bits = codes[count[1]][row].reshape(H.shape[1:])
-                    count[1] += 1
-                    H = H * bits.astype(object)
-                elif isinstance(op, GroupMax):
-                    idx = codes[count[1]][row].reshape(H.shape[1], -1)
-                    count[1] += 1
-                    G = H.reshape(2, H.shape[1], -1, op.k)
-                    H = np.take_along_axis(G, idx[None, :, :, None], axis=-1)[..., 0]
-            return H
+                state, count[1] = self._step(op, state, codes, row, count[1])
+            return state
 
         out = run(self.program.ops, self.H0)
-        H = found[0] if found else out
-        self.cache[key] = H
-        return H
+        state = found[0] if found else out
+        self.cache[key] = state
+        return state
 
     def bind(self, code_ops: list[int]) -> None:
         """``code_ops[leaf]``: how many code-writing ops come before leaf op ``leaf``."""
@@ -820,9 +863,9 @@ class _Walk:
         i = bisect.bisect_right([f for f, _, _ in self.break_blocks], bid) - 1
         first, leaf, block = self.break_blocks[i]
         col = tuple(int(x) for x in block[bid - first])
-        H = self.exact.state(st.codes, row, leaf)
+        H, _ = self.exact.state(st.codes, row, leaf)
         alpha, beta = self._column(H, col, self._k_of[leaf])
-        return -alpha / beta
+        return Fraction(-alpha, beta)
 
     # -- ops ---------------------------------------------------------------------------------------
 
@@ -967,9 +1010,9 @@ class _Walk:
     def _exact_sign(self, st, row: int, col, leaf: int, k: int, which: str) -> int:
         """The exact sign of comparison ``col`` at the ``which`` end of interval ``row``."""
         t = self.break_value(st, row, which)
-        H = self.exact.state(st.codes, row, leaf)
+        H, _ = self.exact.state(st.codes, row, leaf)
         alpha, beta = self._column(H, tuple(int(x) for x in col), k)
-        v = alpha + beta * t
+        v = alpha + beta * t  # times a positive power of two
         return (v > 0) - (v < 0)
 
     def _split(self, st: _AState, Z, EZ, cols, leaf: int, k: int):
@@ -1071,29 +1114,31 @@ class _Walk:
 
     def _resolve_clusters(self, st, ri, rc, t, dt, linked, new_group, cols, leaf, k) -> None:
         """Order the roots of every cluster (a run of linked roots) exactly, in place; equal roots share a
-        group. Their floats become the correctly rounded exact values."""
+        group. Their floats become the correctly rounded exact values (within half an ulp)."""
         R = ri.size
         start = np.flatnonzero(~linked)
         ends = np.append(start[1:], R)
+        col_list = cols.tolist()
         for s, e in zip(start.tolist(), ends.tolist()):
             if e - s < 2:
                 continue
-            row = int(ri[s])
-            H = self.exact.state(st.codes, row, leaf)
+            H, _ = self.exact.state(st.codes, int(ri[s]), leaf)
+            members = rc[s:e].tolist()
             vals = []
-            for i in range(s, e):
-                alpha, beta = self._column(H, tuple(int(x) for x in cols[rc[i]]), k)
-                vals.append(-alpha / beta)
+            for c in members:
+                alpha, beta = self._column(H, col_list[c], k)
+                vals.append(Fraction(-alpha, beta))
             self.exact_predicates += e - s - 1
-            perm = sorted(range(e - s), key=lambda i: vals[i])
-            idx = np.arange(s, e)[perm]
-            rc[s:e] = rc[idx]
-            vs = [vals[i] for i in perm]
-            for j, v in enumerate(vs):
-                f = float(v)
+            perm = sorted(range(e - s), key=vals.__getitem__)
+            rc[s:e] = [members[i] for i in perm]
+            prev = None
+            for j, i in enumerate(perm):
+                v = vals[i]
+                f = float(v)  # correctly rounded
                 t[s + j] = f
-                dt[s + j] = abs(float(Fraction(f) - v)) * (1 + 2 * _U) + _TINY
-                new_group[s + j] = j == 0 or vs[j] != vs[j - 1]
+                dt[s + j] = math.ulp(f)
+                new_group[s + j] = prev is None or v != prev
+                prev = v
 
 
 def _degree_plan(program: Program, max_degree: int) -> int:

@@ -37,18 +37,25 @@ vertex beyond ``G``; when they diverge, ``P`` beyond ``G`` lies in the arc plus 
 beyond ``G``). In each of these cases ``L`` grows past what offends, and past ``S`` for what lies beyond
 ``G``.
 
-Numerics. The partition of ``B`` is the plane engine's. The check's geometric predicates are float64:
-a constraint counts as decreasing along a ray when ``a.d < -1e-12 |a| |d|``, and a side of the box as
-crossed when the affine function is nonzero at its corners; so the check is exact for vertices made by
-lines whose directions differ by more than about 1e-12 relative (a vertex of two lines closer to parallel
-than that, beyond ``G``, is not seen). The growth stops with :class:`RegionCountError` once ``L`` would
-pass ``max_half_width`` (default 2^40, about 1.1e12), and for Transformers, which have curved or spline
-boundaries that this argument does not cover.
+Numerics. The partition of ``B`` is the plane engine's (the box is only as complete as that partition).
+The check runs twice: first in float64 on ``P`` clipped to ``G`` (cheap; it proposes how far to grow),
+then, for a region the float check accepts, in exact arithmetic on the float64 network as given
+(:func:`_verify`): the region's halfplanes are rebuilt from its code in integers times powers of two, and
+the float clip's cycle of edges is accepted only if every candidate vertex satisfies every halfplane
+exactly and lies in the open box, every unbounded direction keeps every halfplane and the directions
+diverge, and every vertex-free line crosses the box. Where the float cycle fails (an edge far below its
+resolution, as with nearly concurrent lines) the polygon is clipped again in exact rationals
+(:func:`_exact_cycle`) and checked. So (C), hence "every region meets the box", is decided exactly given
+the partition's codes. The growth stops with :class:`RegionCountError` once ``L`` would pass
+``max_half_width`` (default 2^40, about 1.1e12), and for Transformers, whose curved or spline boundaries
+this argument does not cover.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from fractions import Fraction
 
 import numpy as np
 
@@ -56,6 +63,7 @@ from .._domain import Box
 from .._errors import RegionCountError
 from ..networks import lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
+from ._line import _dyadic, _rescale
 from ._plane import _cut, partition_plane
 
 #: The clipping square is this many times the box (a power of two keeps ``S`` exact).
@@ -184,9 +192,12 @@ def _clip(F: np.ndarray, S: float):
     return V, nv, tag
 
 
-def _offence(F: np.ndarray, L: float) -> float:
+def _offence(F: np.ndarray, L: float, exact_rows=None) -> float:
     """The largest sup-norm radius that the box must exceed for (C) to hold on the polyhedra ``F (R, m, 3)``
-    (0.0 when (C) already holds on ``[-L, L]^2``; ``inf`` for an empty polyhedron, which is a bug)."""
+    (0.0 when (C) already holds on ``[-L, L]^2``; ``inf`` for an empty polyhedron, which is a bug).
+
+    ``exact_rows(r)``: region ``r``'s halfplanes in exact integers; where given, a region that passes
+    the float check must also pass :func:`_verify` (else the box grows past ``G``)."""
     S = _FAR * L
     scale = np.abs(F).max(axis=2, keepdims=True)
     F = np.divide(F, scale, out=np.zeros_like(F), where=scale > 0)
@@ -198,11 +209,30 @@ def _offence(F: np.ndarray, L: float) -> float:
         if n < 3:
             return np.inf
         v, t = V[r, :n], tag[r, :n]
+        here = _float_offence(F[r], v, t, L, S, corners)
+        if here == 0.0 and exact_rows is not None:
+            rows = exact_rows(r)
+            # the float clip can miss an edge far below its resolution (nearly concurrent lines): then
+            # clip exactly and check that cycle
+            if not _verify(rows, t, L) and not _verify(rows, _exact_cycle(rows, S), L):
+                here = 2 * S
+        need = max(need, here)
+    return need
+
+
+def _float_offence(F: np.ndarray, v: np.ndarray, t: np.ndarray, L: float, S: float, corners) -> float:
+    """:func:`_offence` for one region: ``F (m, 3)`` normalised halfplanes, ``P ∩ G`` as vertices ``v (n, 2)``
+    and edge tags ``t (n,)``."""
+    n = t.shape[0]
+    need = 0.0
+    F = F[None]
+    r = 0
+    if True:
         real = t >= 4
         if not real.any():
             if np.any(F[r, :, :2] != 0):
                 need = max(need, 2 * S)  # some line cuts P, all of it beyond G
-            continue
+            return need
         t_in = np.roll(t, 1)  # tag of the edge ending at each vertex
         a_in, a_out = F[r, np.maximum(t_in, 4) - 4, :2], F[r, np.maximum(t, 4) - 4, :2]
         turn = np.abs(a_in[:, 0] * a_out[:, 1] - a_in[:, 1] * a_out[:, 0])
@@ -240,6 +270,185 @@ def _offence(F: np.ndarray, L: float) -> float:
     return need
 
 
+def exact_constraints(program: Program, code: np.ndarray) -> np.ndarray:
+    """:func:`region_constraints` for one region in exact integers: ``(m, 3)`` object array of Python ints,
+    each row a positive multiple of the exact halfplane ``a1 x1 + a2 x2 + c >= 0`` (float64 weights are
+    binary fractions; nothing is rounded)."""
+    q = program.input_dim
+    A = np.zeros((3, q), dtype=object)
+    A[:] = 0
+    A[0, 0], A[1, 1] = 1, 1
+    state = [A, 0]  # coefficients (of x1, x2, 1) times 2^-e
+    rows: list[np.ndarray] = []
+    pos = 0
+
+    def run(ops, A, e):
+        nonlocal pos
+        for op in ops:
+            if isinstance(op, Affine):
+                W, eW = _dyadic(op.W.T)
+                b, eb = _dyadic(np.asarray(op.b).reshape(-1, op.W.shape[0])[0])
+                P, eP = np.dot(A, W), e + eW
+                E = max(eP, eb)
+                A, e = _rescale(P, eP, E), E
+                A[2] = A[2] + _rescale(b, eb, E)
+            elif isinstance(op, ReLU):
+                d = A.shape[1]
+                bits = code[pos : pos + d].astype(bool)
+                pos += d
+                rows.append(np.where(bits[None, :], A, -A).T)
+                A = A * bits.astype(np.int64).astype(object)
+            elif isinstance(op, GroupMax):
+                u = A.shape[1] // op.k
+                idx = code[pos : pos + u].astype(np.int64)
+                pos += u
+                G = A.reshape(3, u, op.k)
+                win = np.take_along_axis(G, idx[None, :, None], axis=-1)
+                rows.append((win - G).transpose(1, 2, 0).reshape(u * op.k, 3))
+                A = win[..., 0]
+            elif isinstance(op, Residual):
+                B, eB = run(op.body, A.copy(), e)
+                E = max(e, eB)
+                A, e = _rescale(A, e, E) + _rescale(B, eB, E), E
+        return A, e
+
+    run(program.ops, *state)
+    if not rows:
+        return np.zeros((0, 3), dtype=object)
+    return np.concatenate(rows, axis=0)
+
+
+def _exact_cycle(rows: np.ndarray, S: float) -> np.ndarray:
+    """Edge tags of ``[-S, S]^2`` clipped by the integer halfplanes ``rows (m, 3)`` in exact rational
+    arithmetic (Sutherland-Hodgman; tags as in :func:`_clip`)."""
+    Sf = Fraction(S)
+    poly = [((-Sf, -Sf), 0), ((Sf, -Sf), 1), ((Sf, Sf), 2), ((-Sf, Sf), 3)]  # (vertex, tag of its edge)
+    for k, (a1, a2, c) in enumerate(rows.tolist()):
+        if a1 == 0 and a2 == 0:
+            continue
+        out = []
+        n = len(poly)
+        val = [a1 * x + a2 * y + c for (x, y), _ in poly]
+        for i in range(n):
+            (P, tag), (Q, _) = poly[i], poly[(i + 1) % n]
+            sP, sQ = val[i], val[(i + 1) % n]
+            if sP >= 0:
+                if sQ >= 0:
+                    out.append((P, tag))
+                elif sP > 0:
+                    f = sP / (sP - sQ)
+                    out.append((P, tag))
+                    out.append(((P[0] + f * (Q[0] - P[0]), P[1] + f * (Q[1] - P[1])), 4 + k))
+                else:
+                    out.append((P, 4 + k))
+            elif sQ > 0:
+                f = sP / (sP - sQ)
+                out.append(((P[0] + f * (Q[0] - P[0]), P[1] + f * (Q[1] - P[1])), tag))
+        poly = out
+        if len(poly) < 3:
+            break
+    return np.array([tag for _, tag in poly], dtype=np.int64)
+
+
+def _exact_row(program: Program, codes: np.ndarray, r: int) -> np.ndarray:
+    return exact_constraints(program, codes[r])
+
+
+def _verify(rows: np.ndarray, t: np.ndarray, L: float) -> bool:
+    """Check (C) in exact arithmetic on the region cut out by the integer halfplanes ``rows (m, 3)``, given
+    the float clip's cycle of edge tags ``t`` (the candidate: its constraint edges in order, runs of
+    ``G``-edges standing for the region's unbounded directions).
+
+    With ``P'`` the region bounded by the candidate edges: ``P`` lies in ``P'`` (its halfplanes are among
+    ``P``'s); every candidate vertex (two consecutive edges turning left) satisfies every halfplane and
+    every unbounded direction (``d1`` and ``-d2`` at each run of ``G``-edges, which must diverge) keeps
+    every halfplane, so ``P'`` lies in ``P``. Then the candidate vertices are all of ``P``'s: they must lie
+    in the open box, and a line of ``P`` without vertices must cross it."""
+    live = np.array([r[0] != 0 or r[1] != 0 for r in rows.tolist()], bool)
+    if any(r[2] < 0 for r in rows[~live].tolist()):
+        return False  # a constant halfplane below 0: empty, cannot be a region
+    R = rows[live]
+    if R.shape[0] == 0:
+        return True  # one region: the plane
+    a1, a2, c = R[:, 0], R[:, 1], R[:, 2]
+    Lf = Fraction(L)
+    seq: list[int] = []  # constraint indices in cycle order; -1 for a run of G-edges
+    for tag in t.tolist():
+        item = tag - 4 if tag >= 4 else -1
+        if item == -1 and seq and seq[-1] == -1:
+            continue
+        seq.append(item)
+    if len(seq) > 1 and seq[0] == -1 and seq[-1] == -1:
+        seq.pop()
+    full = rows.tolist()
+
+    def same_line(i, j):
+        (p1, p2, pc), (q1, q2, qc) = full[i], full[j]
+        return p1 * q2 == p2 * q1 and p1 * q1 + p2 * q2 > 0 and p1 * qc == q1 * pc and p2 * qc == q2 * pc
+
+    cyc: list[int] = []
+    for item in seq:  # twins (duplicate units) are one edge
+        if cyc and item >= 0 and cyc[-1] >= 0 and same_line(cyc[-1], item):
+            continue
+        cyc.append(item)
+    if len(cyc) > 1 and cyc[0] >= 0 and cyc[-1] >= 0 and same_line(cyc[-1], cyc[0]):
+        cyc.pop()
+    n = len(cyc)
+    edges = [i for i in cyc if i >= 0]
+    if not edges:
+        return False
+    n_vert = 0
+    for k in range(n):
+        i, j = cyc[k], cyc[(k + 1) % n]
+        if i < 0 or j < 0:
+            continue
+        (p1, p2, pc), (q1, q2, qc) = full[i], full[j]
+        D = p1 * q2 - p2 * q1
+        if D <= 0:
+            return False  # consecutive edges must turn left
+        Nx, Ny = p2 * qc - q2 * pc, q1 * pc - p1 * qc
+        if not np.all(a1 * Nx + a2 * Ny + c * D >= 0):
+            return False
+        if not (abs(Nx) < Lf * D and abs(Ny) < Lf * D):
+            return False
+        n_vert += 1
+    for k in range(n):  # runs of G-edges: the unbounded directions must diverge and keep every halfplane
+        if cyc[k] != -1:
+            continue
+        i, j = cyc[(k - 1) % n], cyc[(k + 1) % n]
+        if i < 0 or j < 0:
+            return False
+        (p1, p2, _), (q1, q2, _) = full[i], full[j]
+        if p1 * q2 - p2 * q1 > 0:
+            return False
+        for dx, dy in ((p2, -p1), (-q2, q1)):
+            if not np.all(a1 * dx + a2 * dy >= 0):
+                return False
+    corners = [(-Lf, -Lf), (Lf, -Lf), (Lf, Lf), (-Lf, Lf)]
+    if n_vert == 0:  # a strip or a halfplane: every halfplane parallel, each line crosses the box
+        if len(edges) > 2:
+            return False
+        e1, e2, _ = full[edges[0]]
+        if not np.all(a1 * e2 - a2 * e1 == 0):
+            return False
+        if len(edges) == 1 and not np.all(a1 * e1 + a2 * e2 > 0):
+            return False
+        for i in edges:
+            p1, p2, pc = full[i]
+            nn = p1 * p1 + p2 * p2  # the point -pc (p1, p2) / nn of line i, times nn
+            if not np.all(-pc * (a1 * p1 + a2 * p2) + c * nn >= 0):
+                return False
+    for k in range(n):  # an edge between two runs of G-edges is a whole line: it must cross the box
+        i = cyc[k]
+        if i < 0 or cyc[(k - 1) % n] >= 0 or cyc[(k + 1) % n] >= 0:
+            continue
+        p1, p2, pc = full[i]
+        vals = [p1 * x + p2 * y + pc for x, y in corners]
+        if not (max(vals) > 0 and min(vals) < 0):
+            return False
+    return True
+
+
 def whole_plane_box(
     net,
     *,
@@ -270,8 +479,9 @@ def whole_plane_box(
         V = part.vertices
         on_edge = np.abs(V).max(axis=1) >= L * (1 - 1e-9)
         touching = np.unique(np.searchsorted(part.offsets, np.flatnonzero(on_edge), side="right") - 1)
-        F = region_constraints(program, part.code_rows(touching))
-        need = _offence(F, L)
+        codes = part.code_rows(touching)
+        F = region_constraints(program, codes)
+        need = _offence(F, L, functools.partial(_exact_row, program, codes))
         if need == 0.0:
             return WholePlane(box, L, tuple(rounds), int(touching.size), part)
         if not np.isfinite(need):

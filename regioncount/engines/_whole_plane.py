@@ -270,7 +270,7 @@ def _float_offence(F: np.ndarray, v: np.ndarray, t: np.ndarray, L: float, S: flo
     return need
 
 
-def exact_constraints(program: Program, code: np.ndarray) -> np.ndarray:
+def exact_constraints(program: Program, code: np.ndarray, cache: dict | None = None) -> np.ndarray:
     """:func:`region_constraints` for one region in exact integers: ``(m, 3)`` object array of Python ints,
     each row a positive multiple of the exact halfplane ``a1 x1 + a2 x2 + c >= 0`` (float64 weights are
     binary fractions; nothing is rounded)."""
@@ -286,8 +286,12 @@ def exact_constraints(program: Program, code: np.ndarray) -> np.ndarray:
         nonlocal pos
         for op in ops:
             if isinstance(op, Affine):
-                W, eW = _dyadic(op.W.T)
-                b, eb = _dyadic(np.asarray(op.b).reshape(-1, op.W.shape[0])[0])
+                key = id(op)
+                if cache is None or key not in cache:
+                    conv = (*_dyadic(op.W.T), *_dyadic(np.asarray(op.b).reshape(-1, op.W.shape[0])[0]))
+                    if cache is not None:
+                        cache[key] = conv
+                W, eW, b, eb = conv if cache is None else cache[key]
                 P, eP = np.dot(A, W), e + eW
                 E = max(eP, eb)
                 A, e = _rescale(P, eP, E), E
@@ -350,8 +354,8 @@ def _exact_cycle(rows: np.ndarray, S: float) -> np.ndarray:
     return np.array([tag for _, tag in poly], dtype=np.int64)
 
 
-def _exact_row(program: Program, codes: np.ndarray, r: int) -> np.ndarray:
-    return exact_constraints(program, codes[r])
+def _exact_row(program: Program, codes: np.ndarray, cache: dict, r: int) -> np.ndarray:
+    return exact_constraints(program, codes[r], cache)
 
 
 def _verify(rows: np.ndarray, t: np.ndarray, L: float) -> bool:
@@ -472,6 +476,7 @@ def whole_plane_box(
         raise RegionCountError(f"need 0 < start <= max_half_width < inf, got {start} and {max_half_width}")
     L = float(start)
     rounds: list[float] = []
+    weights: dict = {}  # the float64 weights as exact integers, converted once
     while True:
         rounds.append(L)
         box = Box([-L, -L], [L, L])
@@ -481,7 +486,7 @@ def whole_plane_box(
         touching = np.unique(np.searchsorted(part.offsets, np.flatnonzero(on_edge), side="right") - 1)
         codes = part.code_rows(touching)
         F = region_constraints(program, codes)
-        need = _offence(F, L, functools.partial(_exact_row, program, codes))
+        need = _offence(F, L, functools.partial(_exact_row, program, codes, weights))
         if need == 0.0:
             return WholePlane(box, L, tuple(rounds), int(touching.size), part)
         if not np.isfinite(need):

@@ -10,6 +10,7 @@ import pytest
 import regioncount as rc
 from regioncount.engines._forward import forward_codes
 from regioncount.engines._line import FloatRangeError, walk_line
+from regioncount.networks import Affine, Program, ReLU, Residual
 from regioncount_cli.main import main
 
 NETS = {
@@ -159,3 +160,37 @@ def test_attention_results_say_they_are_not_exact():
     """The hardmax / ReLU-attention walk still decides with tolerances: it says so."""
     r = walk_line(rc.random_transformer(2, tokens=2, d_model=4, depth=1, seed=0), ([-1.0, -1.0], [1.0, 1.0]))
     assert not r.exact
+
+
+def test_blocks_of_intervals_give_the_same_exact_pieces(monkeypatch):
+    """Ops run on blocks of intervals to bound memory; the block size must not change the exact walk."""
+    import regioncount.engines._line as line
+
+    net = rc.random_maxout(2, [16, 16], k=3, seed=5)
+    seg = ([-20.0, -15.0], [20.0, 18.0])
+    whole = walk_line(net, seg)
+    monkeypatch.setattr(line, "_CHUNK", 1)  # blocks of 64 intervals
+    blocks = walk_line(net, seg)
+    assert whole.activation_pieces > 64
+    np.testing.assert_array_equal(whole.breaks, blocks.breaks)
+    np.testing.assert_array_equal(whole.codes, blocks.codes)
+
+
+def test_residual_programs_replay_exactly():
+    """A residual block whose inner units vanish exactly where outer ones do (t = 1/4, 1/2 and 3/4 are
+    dyadic): the coincidences need the exact replay through the residual, and the pieces match forward."""
+    W1 = np.array([[4.0], [-4.0], [2.0]])
+    b1 = np.array([-1.0, 3.0, -1.0])  # roots 1/4, 3/4, 1/2
+    inner = (ReLU(), Affine(np.array([[1.0, 0.0, -2.0], [0.0, 1.0, 2.0], [1.0, 1.0, 0.0]]), np.zeros(3)))
+    prog = Program(
+        tokens=1,
+        input_dim=1,
+        ops=(Affine(W1, b1), ReLU(), Residual(inner), Affine(np.array([[1.0, -1.0, 0.5]]), np.array([0.0])), ReLU()),
+    )
+    r = walk_line(prog, ([0.0], [1.0]))
+    assert r.exact and r.exact_predicates > 0
+    mids = (r.breaks[1:] + r.breaks[:-1]) / 2
+    np.testing.assert_array_equal(forward(prog, mids[:, None]), r.codes)
+    t = np.linspace(0.0, 1.0, 4001)
+    runs = 1 + np.count_nonzero(np.any(np.diff(forward(prog, t[:, None]), axis=0) != 0, axis=1))
+    assert runs == r.activation_pieces

@@ -166,7 +166,7 @@ def test_blocks_of_intervals_give_the_same_exact_pieces(monkeypatch):
     """Ops run on blocks of intervals to bound memory; the block size must not change the exact walk."""
     import regioncount.engines._line as line
 
-    net = rc.random_maxout(2, [16, 16], k=3, seed=5)
+    net = rc.random_maxout(2, [32, 32], k=3, seed=5)
     seg = ([-20.0, -15.0], [20.0, 18.0])
     whole = walk_line(net, seg)
     monkeypatch.setattr(line, "_CHUNK", 1)  # blocks of 64 intervals

@@ -2,6 +2,7 @@
 threshold, exact rational arithmetic where the float bound cannot decide, a clear error on overflow."""
 
 import dataclasses
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -194,3 +195,15 @@ def test_residual_programs_replay_exactly():
     t = np.linspace(0.0, 1.0, 4001)
     runs = 1 + np.count_nonzero(np.any(np.diff(forward(prog, t[:, None]), axis=0) != 0, axis=1))
     assert runs == r.activation_pieces
+
+
+def test_cli_line_json_reports_the_predicates(capsys, tmp_path):
+    path = tmp_path / "mlp.npz"
+    rc.save_model(rc.random_mlp(2, [8, 8], seed=3), path)
+    code = main(["count", str(path), "--method", "line", "--box", "-2", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["exact"] is True and res["predicates"] > 0 and 0 <= res["exact_predicates"] <= res["predicates"]
+    r = walk_line(rc.random_mlp(2, [8, 8], seed=3), ([-2.0, -2.0], [2.0, 2.0]))
+    assert res["regions"] == r.activation_pieces and res["predicates"] == r.predicates

@@ -623,11 +623,12 @@ _SOFTMAX = (
 # the exact walk for ReLU / Maxout programs (affine state, affine comparisons)
 #
 # Every interval carries its state in the global t, ``H (n, 2, T, d)`` (coefficients of 1 and t), with a
-# rigorous bound ``E`` on the coefficient errors against the exact (real) state of the float64 network on
-# that interval. Every break is a number the exact network defines: the root of comparison ``col`` of op
-# ``op`` on the interval's state there; it is kept as a float, an error bound, and that identity, from
-# which exact rational arithmetic recovers it (the code prefix of either neighbouring interval before
-# ``op`` gives the exact state). A comparison is affine on an interval, so its sign at the two ends
+# rigorous bound on its error against the exact (real) state of the float64 network on that interval,
+# anywhere on t in [0, 1]: ``E[r] * er[i] + eb[i]`` for unit i (one scale per interval, per-unit factors
+# per op, so carrying it costs no second matrix product). Every break is a number the exact network
+# defines: the root of comparison ``col`` of op ``op`` on the interval's state there; it is kept as a
+# float, an error bound, and that identity, from which exact integer arithmetic recovers it (the code
+# prefix of either neighbouring interval before ``op`` gives the exact state). A comparison is affine on an interval, so its sign at the two ends
 # settles everything: a strict sign change is one root inside, otherwise its sign is constant (zero when
 # it vanishes at both ends: identically zero). Roots of one interval are ordered by their floats where
 # their error intervals are apart and in exact arithmetic where they overlap (equal roots then give one
@@ -689,7 +690,6 @@ class _Exact:
         self.H0 = (H, e)
         self.weights: dict[int, tuple] = {}
         self.cache: dict[tuple, tuple] = {}
-        self.calls = 0
         self.linear = not any(isinstance(op, Residual) for op in program.ops)
         self.flat = list(program.ops)
 
@@ -726,7 +726,6 @@ class _Exact:
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        self.calls += 1
         if self.linear:  # resume from the longest cached prefix
             start, state = 0, self.H0
             for j in range(leaf - 1, 0, -1):

@@ -1058,6 +1058,14 @@ class _Walk:
             slope = (mL + mR) / width * (1 - 8 * _U)
             zt = np.abs(c0 + c1 * t) + _gamma(3) * (np.abs(c0) + np.abs(c1 * t)) + eps
             dt = np.where(slope > 0, zt / slope, np.inf) * (1 + _gamma(8)) + 4 * _TINY
+        poor = np.flatnonzero(~(dt <= 1e-6 * (hi_r - lo_r)))
+        if poor.size:  # a float root far from the exact one (underflow, cancellation): round the exact one
+            col_list = cols.tolist()
+            for i in poor.tolist():
+                H, _ = self.exact.state(st.codes, int(ri[i]), leaf)
+                alpha, beta = self._column(H, col_list[rc[i]], k)
+                t[i] = min(max(float(Fraction(-alpha, beta)), lo_r[i]), hi_r[i])
+                dt[i] = math.ulp(t[i]) + st.dlo[ri[i]] + st.dhi[ri[i]]  # the clamp moves it at most that far
         # rounded outwards, so that [lower, upper] holds the exact root
         lower = np.nextafter(np.maximum(t - dt, lo_r - st.dlo[ri]), -np.inf)
         upper = np.nextafter(np.minimum(t + dt, hi_r + st.dhi[ri]), np.inf)

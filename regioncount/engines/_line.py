@@ -1058,7 +1058,7 @@ class _Walk:
             slope = (mL + mR) / width * (1 - 8 * _U)
             zt = np.abs(c0 + c1 * t) + _gamma(3) * (np.abs(c0) + np.abs(c1 * t)) + eps
             dt = np.where(slope > 0, zt / slope, np.inf) * (1 + _gamma(8)) + 4 * _TINY
-        poor = np.flatnonzero(~(dt <= 1e-6 * (hi_r - lo_r)))
+        poor = np.flatnonzero(~(dt <= 2.0**-10))  # t is in [0, 1]: a float that may be off by 1e-3 or more
         if poor.size:  # a float root far from the exact one (underflow, cancellation): round the exact one
             col_list = cols.tolist()
             for i in poor.tolist():

@@ -93,6 +93,10 @@ def count_regions(
                 "linear_regions": int(res.linear_pieces),
                 "ties": int(res.ties),
                 "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
+                # ReLU/Maxout: every predicate exact (float bound, else rationals); attention: tolerances
+                "exact": bool(res.exact),
+                "predicates": int(res.predicates),
+                "exact_predicates": int(res.exact_predicates),
             }
         elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
             from .engines._plane import partition_plane

@@ -1,6 +1,7 @@
 """The exact 1D line engine against closed forms and against the JAX forward pass."""
 
 import dataclasses
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -72,7 +73,7 @@ def test_duplicate_dead_and_end_units_add_no_piece():
         (-2.0, 1.0),  # root 0.5
         (1.5, -1.05),  # root 0.7
         (1.0, -0.2),  # exact duplicate
-        (3.0, -0.6),  # scaled duplicate (root computed through another rounding)
+        (4.0, -0.8),  # scaled duplicate (x4 is exact in binary: the same root)
         (-1.0, 0.5),  # same root, other orientation
         (0.0, 0.0),  # identically zero (dead, and exactly 0: bit 0 as in forward)
         (0.0, -1.0),  # dead
@@ -88,6 +89,21 @@ def test_duplicate_dead_and_end_units_add_no_piece():
     np.testing.assert_allclose(r.breaks, [0.0, 0.2, 0.5, 0.7, 1.0], atol=1e-15)
     _, C, _ = forward(net, r.points((r.breaks[1:] + r.breaks[:-1]) / 2))
     np.testing.assert_array_equal(C, r.codes)
+    assert r.exact and r.exact_predicates > 0  # the coincidences were settled in exact arithmetic
+
+
+def test_a_near_duplicate_is_a_real_piece_of_length_2e_minus_17():
+    """``3 x - 0.6`` is not ``x - 0.2`` in float64: its root is fl(0.6)/3 = 0.19999999999999999259...,
+    below fl(0.2) = 0.20000000000000001110... The piece between them (no float lies inside) is real:
+    exact arithmetic at its midpoint puts the first unit on and the second off."""
+    net = rc.MLP((np.array([[1.0], [3.0]]), np.ones((1, 2))), (np.array([-0.2, -0.6]), np.zeros(1)))
+    r = walk_line(net, ([0.0], [1.0]))
+    assert r.activation_pieces == 3
+    np.testing.assert_array_equal(r.codes, [[0, 0], [0, 1], [1, 1]])
+    lo, hi = Fraction(-0.6) / -3, Fraction(-0.2) / -1
+    mid = (lo + hi) / 2
+    assert 0 < hi - lo < Fraction(1, 10**16)
+    assert 1 * mid + Fraction(-0.2) < 0 < 3 * mid + Fraction(-0.6)
 
 
 def test_reversed_segment_mirrors_the_pieces():

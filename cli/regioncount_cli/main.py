@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from regioncount._count import METHODS, count_regions
+from regioncount._count import METHODS, PLANE_BYTES_PER_REGION, count_regions
 from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
@@ -102,18 +102,40 @@ def count(
             "halfplanes) and report each check under 'certificate'; a failed check is an error.",
         ),
     ] = False,
+    whole_plane: Annotated[
+        bool,
+        typer.Option(
+            "--whole-plane",
+            help="exact, 2-input ReLU MLP or Maxout: find a box holding every vertex of the partition of R^2 "
+            "and count it, i.e. every region of the plane (--box is then ignored).",
+        ),
+    ] = False,
 ):
     """Count the regions of a model on a box, a 2D slice or a segment."""
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}", 2)
     if grid is not None and samples is not None:
         fail("give --grid or --samples, not both", 2)
+    if whole_plane and (method != "exact" or origin or dir1 or dir2 or start or end):
+        fail("--whole-plane counts with --method exact on the whole input plane: drop --method/--origin/--from", 2)
 
     if decision and method != "exact":
         fail("--decision needs --method exact (decision regions are read off the exact 2D partition)", 2)
 
     def run():
         net = load_network(model)
+        if whole_plane:
+            from regioncount.engines._whole_plane import whole_plane_box
+
+            with LazyProgress("finding a box that holds every region") as bar:
+                cap = max(1, int(memory_cap * 2**30) // PLANE_BYTES_PER_REGION)
+                wp = whole_plane_box(net, max_regions=cap, progress=bar)
+            with LazyProgress("counting (exact)") as bar:
+                res = count_regions(
+                    net, wp.box, method="exact", memory_cap=int(memory_cap * 2**30), progress=bar, certify=certify
+                )
+            res["whole_plane"] = {"box": [-wp.half_width, wp.half_width], "rounds": list(wp.rounds)}
+            return res
         if through is not None:
             if origin is not None or dir1 is not None or dir2 is not None:
                 raise DomainError("give --through or --origin/--dir1/--dir2, not both")
@@ -156,6 +178,8 @@ def count(
         return
     table = Table(title=f"{model.name}: {res['kind']}", show_header=False)
     label = f"{res['kind']} ({'exact' if res['exact'] else 'lower bound'})"
+    if not res["exact"] and res["method"] != "sample":
+        label = f"{res['kind']} (float64 decisions with tolerances, not exact)"
     table.add_row(label, f"{res['regions']:,}")
     if res.get("linear_regions") is not None:
         table.add_row(
@@ -175,14 +199,17 @@ def count(
                 else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"),
             )
     if "exact_predicates" in res:
-        table.add_row("sign tests decided exactly", f"{res['exact_predicates']:,} of {res['predicates']:,}")
-        if res["smallest_area"] is not None:
+        table.add_row("sign tests decided exactly", f"{res['exact_predicates']:,} of {res.get('predicates', 0):,}")
+        if res.get("smallest_area") is not None:
             table.add_row("smallest region area", f"{res['smallest_area']:.3g}")
-        if res["assumed_identities"]:
+        if res.get("assumed_identities"):
             table.add_row("attention identities assumed, not proven", f"{res['assumed_identities']:,}")
     if "certificate" in res:
         for name, chk in res["certificate"]["checks"].items():
             table.add_row(f"certificate: {name}", ("passed: " if chk["passed"] else "FAILED: ") + chk["detail"])
+    if "whole_plane" in res:
+        lo, hi = res["whole_plane"]["box"]
+        table.add_row("whole plane", f"every region meets [{lo:g}, {hi:g}]^2")
     table.add_row("method", res["method"])
     table.add_row("seconds", f"{res['seconds']:.2f}")
     stdout.print(table)

@@ -11,13 +11,27 @@ split every interval at the roots (inside it) of the comparisons that op makes:
   query (products of two polynomials: quadratics when ``H`` is affine in ``t``);
 - ReLU attention: the roots of every score entry ``S_ij``.
 
-The op's decision is then read at the midpoint of every sub-interval and adjacent sub-intervals with
-equal decisions are merged again, so a root that changes no decision (a tangency, a double root, a
-crossing below the current maximum) never creates a piece. The decisions are read from the
-polynomials, in the code layout of ``networks/_ops.py``, so each piece's code is the code
-:func:`~regioncount.engines._forward.forward_codes` gives inside it.
+**ReLU MLPs and Maxout networks (no attention): exact.** The state is affine in ``t`` on every interval
+and so is every comparison, so its signs at the interval's two ends settle it: a strict sign change is
+one root inside, otherwise the sign holds throughout (zero at both ends: identically zero, an exact tie
+or a dead unit). Every sign is a float64 evaluation with a rigorous error bound (Higham, *Accuracy and
+Stability of Numerical Algorithms*, 2002, §3.1: a ``d``-term dot product errs by at most
+``gamma_d = d u / (1 - d u)`` of ``|w|.|x|``; bounds carried op by op, plus ``2^-1074`` per product for
+underflow); where the bound cannot decide, the engine replays the interval's code in exact rational
+arithmetic on the float64 weights (each an exact binary fraction) and takes the exact sign. Roots of one
+interval are ordered by their floats where their error intervals are apart and exactly where they
+overlap; exactly equal roots (duplicate or concurrent units) make one break. Every break remembers which
+comparison of which op vanishes there, so exact arithmetic can always recover its exact value. No length,
+distance or relative size decides whether a piece exists: a piece shorter than float64 resolution is
+kept (its two breaks may then round to the same float, so ``breaks`` is only non-decreasing). The result
+reports the predicates decided (``predicates``) and how many needed exact arithmetic
+(``exact_predicates``). Float64 overflow of an intermediate value stops the walk with
+:class:`FloatRangeError` rather than guessing.
 
-Numerics. Each interval stores its polynomials in its own local variable ``s in [-1, 1]``
+**With attention: float64 decisions with tolerances (``exact = False``).** The op's decision is read at
+the midpoint of every sub-interval and adjacent sub-intervals with equal decisions are merged again, so a
+root that changes no decision (a tangency, a double root, a crossing below the current maximum) never
+creates a piece. Each interval stores its polynomials in its own local variable ``s in [-1, 1]``
 (``t = mid + half * s``); a split re-expands the parent's coefficients to the children, so later ops
 (score products, cubic ReLU-attention terms) are formed on small intervals where monomials are well
 conditioned. Roots of degree <= 2 are closed forms; higher degrees are eigenvalues of batched
@@ -25,25 +39,29 @@ companion matrices polished by Newton steps. A polynomial whose coefficients are
 ``_ZERO`` (1e-12) times the largest of its op on that interval is identically zero (a dead unit, an
 exact hardmax tie). A decision whose compared value is within ``_NOISE`` (1e-14) of the size of the
 compared polynomials on the parent interval is not trusted: it is taken from the neighbouring
-sub-interval of the same parent, preferring the neighbour it then equals (a sliver around a rounded
-tangency, or between two roots that coincide in exact arithmetic). Hence the resolution: pieces
+sub-interval of the same parent, preferring the neighbour it then equals. Hence the resolution: pieces
 shorter than ``1e-13`` of their parent interval or ``1e-14`` in ``t``, or on which the deciding gap is
-below ``1e-14`` of the compared values, are not resolved. Ops run on blocks of intervals, so memory
-is linear in the number of pieces.
+below ``1e-14`` of the compared values, are not resolved there.
 
-This module is NumPy (combinatorial splitting does not fit XLA); only the reference forward pass is JAX.
+The decisions are read in the code layout of ``networks/_ops.py``, so each piece's code is the code
+:func:`~regioncount.engines._forward.forward_codes` gives inside it (where float64 evaluates it
+correctly). Ops run on blocks of intervals, so memory is linear in the number of pieces. This module is
+NumPy and Python fractions (combinatorial splitting does not fit XLA); only the reference forward pass is
+JAX.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from .._domain import Segment
-from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError
+from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError, RegionCountError
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
 
@@ -57,9 +75,11 @@ _IMAG = 1e-6  # companion eigenvalues with a smaller imaginary part are candidat
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LinePieces:
-    """The pieces of a network on a segment, exactly (up to float64 resolution, see the module docstring).
+    """The pieces of a network on a segment: exact for ReLU MLPs and Maxout networks (``exact``), with
+    float64 tolerances where there is attention (see the module docstring).
 
-    ``breaks`` ``(n+1,)``: t-values, ``breaks[0] = 0``, ``breaks[-1] = 1``, strictly increasing.
+    ``breaks`` ``(n+1,)``: t-values, ``breaks[0] = 0``, ``breaks[-1] = 1``, non-decreasing (strictly
+    increasing except around a piece shorter than float64 resolution, which is kept).
     ``codes`` ``(n, C) int32``: the activation code on each piece, layout of ``forward_codes``.
     ``output`` ``(n, out, degree+1)``: the output on each piece as coefficients of ``1, t, t^2, ...``
     (ascending powers of the global ``t``; ill-conditioned for high degree on tiny pieces).
@@ -70,6 +90,9 @@ class LinePieces:
     ``piece_ties`` ``(n,)``: hardmax rows that tie identically on each piece (forward's ``ties`` there).
     ``ties``: number of pieces on which some hardmax row ties identically (attention averaged there).
     ``same_polynomial`` ``(n-1,)``: piece ``i+1`` carries the same output polynomial as piece ``i``.
+    ``exact``: every combinatorial decision was made for the float64 network as given; ``predicates``:
+    sign and order decisions made; ``exact_predicates``: those the float bound could not decide, settled
+    in exact rational arithmetic (both 0 for the attention walk, which does not count them).
     """
 
     segment: Segment
@@ -82,6 +105,9 @@ class LinePieces:
     ties: int
     piece_ties: np.ndarray
     same_polynomial: np.ndarray
+    exact: bool = True
+    predicates: int = 0
+    exact_predicates: int = 0
 
     @property
     def activation_pieces(self) -> int:
@@ -128,7 +154,8 @@ class LinePieces:
         t = np.atleast_1d(np.asarray(t, dtype=np.float64))
         i = self.piece_index(t)
         lo, hi = self.breaks[i], self.breaks[i + 1]
-        s = (t - (lo + hi) / 2) / ((hi - lo) / 2)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a piece below float resolution has hi == lo
+            s = np.where(hi > lo, (t - (lo + hi) / 2) / ((hi - lo) / 2), 0.0)
         c = self.local_output[i]
         y = c[..., -1]
         for k in range(c.shape[-1] - 2, -1, -1):
@@ -592,6 +619,535 @@ _SOFTMAX = (
 )
 
 
+# ---------------------------------------------------------------------------------------------------
+# the exact walk for ReLU / Maxout programs (affine state, affine comparisons)
+#
+# Every interval carries its state in the global t, ``H (n, 2, T, d)`` (coefficients of 1 and t), with a
+# rigorous bound on its error against the exact (real) state of the float64 network on that interval,
+# anywhere on t in [0, 1]: ``E[r] * er[i] + eb[i]`` for unit i (one scale per interval, per-unit factors
+# per op, so carrying it costs no second matrix product). Every break is a number the exact network
+# defines: the root of comparison ``col`` of op ``op`` on the interval's state there; it is kept as a
+# float, an error bound, and that identity, from which exact integer arithmetic recovers it (the code
+# prefix of either neighbouring interval before ``op`` gives the exact state). A comparison is affine on an interval, so its sign at the two ends
+# settles everything: a strict sign change is one root inside, otherwise its sign is constant (zero when
+# it vanishes at both ends: identically zero). Roots of one interval are ordered by their floats where
+# their error intervals are apart and in exact arithmetic where they overlap (equal roots then give one
+# break). No length, distance or relative size decides whether a piece exists.
+
+_U = 2.0**-53  # unit roundoff of float64
+_TINY = 2.0**-1074  # smallest subnormal: bounds the absolute error of an underflowing product
+
+
+def _gamma(n: int) -> float:
+    """Higham's gamma_n = n u / (1 - n u): relative error bound of an n-term float64 dot product."""
+    return n * _U / (1 - n * _U)
+
+
+class FloatRangeError(RegionCountError):
+    """Float64 intermediate values of the walk overflow: the engine stops instead of guessing."""
+
+
+def _finite(*arrays) -> None:
+    for a in arrays:
+        if not np.all(np.isfinite(a)):
+            raise FloatRangeError(
+                "float64 overflow: an intermediate value of the network on this segment exceeds 1.8e308, so the "
+                "line engine cannot bound its rounding; rescale the weights (the count is scale-free) or shorten "
+                "the segment"
+            )
+
+
+def _dyadic(x) -> tuple[np.ndarray, int]:
+    """Float64 array ``x`` as exact integers ``M`` (object array) and an exponent: ``x = M * 2^-e``."""
+    x = np.asarray(x, dtype=np.float64)
+    ratios = [v.as_integer_ratio() for v in x.ravel().tolist()]
+    e = max((q.bit_length() - 1 for _, q in ratios), default=0)
+    ints = [p << (e - (q.bit_length() - 1)) for p, q in ratios]
+    out = np.empty(x.size, dtype=object)
+    out[:] = ints
+    return out.reshape(x.shape), e
+
+
+def _rescale(M: np.ndarray, e: int, to: int) -> np.ndarray:
+    return M if to == e else M * (1 << (to - e))
+
+
+class _Exact:
+    """Exact replay of the program on one interval's code: the state an op sees as integers times a
+    power of two (``(M (2, T, d) object, e)``: coefficients of 1 and t are ``M * 2^-e``). Weights are
+    float64, hence exact binary fractions; nothing is rounded."""
+
+    def __init__(self, program: Program, seg: Segment):
+        self.program = program
+        T, q = program.tokens, program.input_dim
+        A, ea = _dyadic(seg.a)
+        B, eb = _dyadic(seg.b)
+        e = max(ea, eb)
+        A, B = _rescale(A, ea, e), _rescale(B, eb, e)
+        H = np.empty((2, T, q), dtype=object)
+        for t in range(T):
+            H[0, t], H[1, t] = A, B - A
+        self.H0 = (H, e)
+        self.weights: dict[int, tuple] = {}
+        self.cache: dict[tuple, tuple] = {}
+        self.linear = not any(isinstance(op, Residual) for op in program.ops)
+        self.flat = list(program.ops)
+
+    def _w(self, op: Affine):
+        key = id(op)
+        if key not in self.weights:
+            self.weights[key] = (*_dyadic(op.W.T), *_dyadic(op.b))
+        return self.weights[key]
+
+    def _step(self, op, state, codes, row: int, n_codes: int):
+        H, e = state
+        if isinstance(op, Affine):
+            W, eW, b, eb = self._w(op)
+            P, eP = np.dot(H, W), e + eW
+            E = max(eP, eb)
+            P = _rescale(P, eP, E)
+            P[0] = P[0] + _rescale(b, eb, E)
+            return (P, E), n_codes
+        if isinstance(op, ReLU):
+            bits = codes[n_codes][row].reshape(H.shape[1:]).astype(object)
+            return (H * bits, e), n_codes + 1
+        if isinstance(op, GroupMax):
+            idx = codes[n_codes][row].reshape(H.shape[1], -1)
+            G = H.reshape(2, H.shape[1], -1, op.k)
+            return (np.take_along_axis(G, idx[None, :, :, None], axis=-1)[..., 0], e), n_codes + 1
+        raise TypeError(f"unknown op {type(op).__name__}")  # pragma: no cover
+
+    def _key(self, codes: list, row: int, leaf: int):
+        return (leaf, b"".join(np.ascontiguousarray(c[row]).tobytes() for c in codes[: self._code_ops[leaf]]))
+
+    def state(self, codes: list, row: int, leaf: int) -> tuple[np.ndarray, int]:
+        """The exact input ``(M (2, T, d), e)`` of leaf op number ``leaf`` on interval ``row`` of ``codes``."""
+        key = self._key(codes, row, leaf)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        if self.linear:  # resume from the longest cached prefix
+            start, state = 0, self.H0
+            for j in range(leaf - 1, 0, -1):
+                got = self.cache.get(self._key(codes, row, j))
+                if got is not None:
+                    start, state = j, got
+                    break
+            n_codes = self._code_ops[start]
+            for j in range(start, leaf):
+                state, n_codes = self._step(self.flat[j], state, codes, row, n_codes)
+                if j + 1 < leaf:
+                    self.cache[self._key(codes, row, j + 1)] = state
+            self.cache[key] = state
+            return state
+        found: list = []
+        count = [0, 0]  # leaves seen, code ops seen
+
+        def run(ops, state):
+            for op in ops:
+                if isinstance(op, Residual):
+                    (H, e), (B, eB) = state, run(op.body, state)
+                    if found:
+                        return state
+                    E = max(e, eB)
+                    state = (_rescale(H, e, E) + _rescale(B, eB, E), E)
+                    continue
+                if count[0] == leaf:
+                    found.append(state)
+                    return state
+                count[0] += 1
+                state, count[1] = self._step(op, state, codes, row, count[1])
+            return state
+
+        out = run(self.program.ops, self.H0)
+        state = found[0] if found else out
+        self.cache[key] = state
+        return state
+
+    def bind(self, code_ops: list[int]) -> None:
+        """``code_ops[leaf]``: how many code-writing ops come before leaf op ``leaf``."""
+        self._code_ops = code_ops
+
+
+@dataclasses.dataclass
+class _AState:
+    """Intervals of the exact walk. ``lo, hi`` floats with error bounds ``dlo, dhi`` and break ids
+    ``ilo, ihi`` (-1: t = 0, -2: t = 1, else a row of the break table); ``H (n, 2, T, d)`` the state's
+    coefficients of 1 and t; ``E (n,)`` scales the walk's per-unit error bound (see ``_Walk.er``)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    dlo: np.ndarray
+    dhi: np.ndarray
+    ilo: np.ndarray
+    ihi: np.ndarray
+    H: np.ndarray
+    E: np.ndarray
+    stack: list
+    codes: list
+
+    def take(self, parent: np.ndarray) -> None:
+        self.H, self.E = self.H[parent], self.E[parent]
+        self.stack = [(X[parent], Y[parent]) for X, Y in self.stack]
+        self.codes = [c[parent] for c in self.codes]
+
+    def part(self, i: int, j: int) -> _AState:
+        return _AState(
+            *(a[i:j] for a in (self.lo, self.hi, self.dlo, self.dhi, self.ilo, self.ihi, self.H, self.E)),
+            [(X[i:j], Y[i:j]) for X, Y in self.stack],
+            [c[i:j] for c in self.codes],
+        )
+
+    def join(self, parts: list[_AState]) -> None:
+        cat = lambda xs: np.concatenate(xs, axis=0)
+        for name in ("lo", "hi", "dlo", "dhi", "ilo", "ihi", "H", "E"):
+            setattr(self, name, cat([getattr(q, name) for q in parts]))
+        self.stack = [(cat([s[0] for s in ss]), cat([s[1] for s in ss])) for ss in zip(*(q.stack for q in parts))]
+        self.codes = [cat(list(cs)) for cs in zip(*(q.codes for q in parts))]
+
+
+class _Walk:
+    """The exact walk of a ReLU / Maxout program along a segment; counts its predicates."""
+
+    def __init__(self, program: Program, seg: Segment):
+        self.program = program
+        self.exact = _Exact(program, seg)
+        # the break table, in blocks: break ``first + i`` of a block is the root of comparison ``cols[i]``
+        # (flat column, piece a, piece b or -1) of leaf op ``leaf``
+        self.break_blocks: list[tuple[int, int, np.ndarray]] = []
+        self.n_breaks = 0
+        self.predicates = 0
+        self.exact_predicates = 0
+        # unit i's error on interval r is at most E[r] * er[i] + eb[i] anywhere on t in [0, 1]
+        self.er = np.zeros((1, 1))
+        self.eb = np.zeros((1, 1))
+        self.err_stack: list = []
+        self._abs_rows: dict[int, np.ndarray] = {}
+        self.leaf = 0
+        self.code_ops: list[int] = []
+        self._number(program.ops)
+        self.exact.bind(self.code_ops)
+
+    def _number(self, ops) -> None:
+        n_codes = 0
+
+        def visit(ops):
+            nonlocal n_codes
+            for op in ops:
+                if isinstance(op, Residual):
+                    visit(op.body)
+                    continue
+                self.code_ops.append(n_codes)
+                if isinstance(op, (ReLU, GroupMax)):
+                    n_codes += 1
+
+        visit(ops)
+
+    # -- exact values ------------------------------------------------------------------------------
+
+    def _column(self, H, col: tuple[int, int, int], k: int):
+        """Exact ``(alpha, beta)`` of comparison ``col`` on the exact state ``H (2, T, d)``."""
+        c, a, b = col
+        if b < 0:
+            return H[0].reshape(-1)[c], H[1].reshape(-1)[c]
+        G0, G1 = H[0].reshape(-1, k), H[1].reshape(-1, k)
+        return G0[c, a] - G0[c, b], G1[c, a] - G1[c, b]
+
+    def break_value(self, st: _AState, row: int, which: str) -> Fraction:
+        bid = int((st.ilo if which == "lo" else st.ihi)[row])
+        if bid == -1:
+            return Fraction(0)
+        if bid == -2:
+            return Fraction(1)
+        i = bisect.bisect_right([f for f, _, _ in self.break_blocks], bid) - 1
+        first, leaf, block = self.break_blocks[i]
+        col = tuple(int(x) for x in block[bid - first])
+        H, _ = self.exact.state(st.codes, row, leaf)
+        alpha, beta = self._column(H, col, self._k_of[leaf])
+        return Fraction(-alpha, beta)
+
+    # -- ops ---------------------------------------------------------------------------------------
+
+    def run(self, st: _AState) -> None:
+        self._k_of: dict[int, int] = {}
+        self._apply(st, self.program.ops)
+
+    def _apply(self, st: _AState, ops) -> None:
+        for op in ops:
+            if isinstance(op, Residual):
+                st.stack.append((st.H, st.E))
+                self.err_stack.append((self.er, self.eb))
+                self._apply(st, op.body)
+                X, qX = st.stack.pop()
+                erX, ebX = self.err_stack.pop()
+                H = X + st.H
+                size = np.abs(H[:, 0]).max(axis=(1, 2)) + np.abs(H[:, 1]).max(axis=(1, 2))
+                q = qX * erX.max() + ebX.max() + st.E * self.er.max() + self.eb.max() + _U * size
+                st.E = q * (1 + 8 * _U) + _TINY
+                self.er, self.eb = np.ones((1, 1)), np.zeros((1, 1))
+                st.H = H
+                _finite(st.H, st.E)
+                continue
+            leaf = self.leaf
+            self.leaf += 1
+            n, _, T, d = st.H.shape
+            if isinstance(op, Affine):
+                g = _gamma(d + 1)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, 2, T, -1)
+                    H[:, 0] += op.b
+                    # Higham, Accuracy and Stability, 3.1: |fl(w.x + b) - (w.x + b)| <= gamma_{d+1} (|w|.|x| + |b|);
+                    # with |x_i(t)| <= s and |error of x_i| <= e for t in [0, 1], unit j's error is at most
+                    # rowsum|W_j| (e + gamma s) + gamma |b_j|
+                    s = np.abs(st.H[:, 0]).max(axis=(1, 2)) + np.abs(st.H[:, 1]).max(axis=(1, 2))
+                    e = st.E * self.er.max() + self.eb.max()
+                    q = (e + g * s) * (1 + 8 * _U)
+                _finite(H, q)
+                st.H, st.E = H, q
+                self.er, self.eb = self._affine_error(op, g)
+            elif isinstance(op, ReLU):
+                self._k_of[leaf] = 1
+                _chunked(st, functools.partial(self._relu, leaf=leaf), 8 * T * d)
+            elif isinstance(op, GroupMax):
+                self._k_of[leaf] = op.k
+                pairs = op.k * (op.k - 1) // 2
+                per = 8 * T * (d // op.k) * pairs + 3 * T * d
+                _chunked(st, functools.partial(self._group_max, leaf=leaf, k=op.k), per)
+            else:  # pragma: no cover - walk_line sends attention elsewhere
+                raise TypeError(f"unknown op {type(op).__name__}")
+
+    def _affine_error(self, op: Affine, g: float):
+        key = id(op)
+        if key not in self._abs_rows:
+            self._abs_rows[key] = np.abs(op.W).sum(axis=1) * (1 + 4 * _gamma(op.W.shape[1] + 4))
+        er = self._abs_rows[key][None, :]
+        eb = np.atleast_2d(g * np.abs(op.b)) * (1 + 4 * _U) + (op.W.shape[1] + 2) * _TINY
+        return er, eb
+
+    def _relu(self, st: _AState, leaf: int) -> None:
+        n, _, T, d = st.H.shape
+        Z = st.H.reshape(n, 2, T * d)
+        er, eb = np.broadcast_to(self.er, (T, d)).reshape(-1), np.broadcast_to(self.eb, (T, d)).reshape(-1)
+        EZ = st.E[:, None] * er + eb
+        cols = np.stack([np.arange(T * d), np.zeros(T * d, np.int64), np.full(T * d, -1)], axis=1)
+        par, left, right, flips, starts = self._split(st, Z, EZ, cols, leaf, 1)
+        bits = (left > 0)[par]
+        rows, cs = flips
+        bits[rows, cs] = right[par[rows], cs] > 0
+        self._refine(st, par, starts)
+        st.H = st.H * bits.reshape(-1, 1, T, d)
+        st.codes.append(bits.astype(np.int32))
+
+    def _group_max(self, st: _AState, leaf: int, k: int) -> None:
+        n, _, T, d = st.H.shape
+        u = T * d // k
+        G = st.H.reshape(n, 2, u, k)
+        er = np.broadcast_to(self.er, (T, d)).reshape(u, k)
+        eb = np.broadcast_to(self.eb, (T, d)).reshape(u, k)
+        j0, j1 = np.triu_indices(k, 1)
+        D = G[..., j0] - G[..., j1]
+        Z = D.reshape(n, 2, -1)
+        pair_r, pair_b = (er[:, j0] + er[:, j1]).reshape(-1), (eb[:, j0] + eb[:, j1]).reshape(-1)
+        EZ = (st.E[:, None] * pair_r + pair_b + _U * (np.abs(D[:, 0]) + np.abs(D[:, 1])).reshape(n, -1)) * (1 + 4 * _U)
+        P = j0.size
+        unit = np.repeat(np.arange(u), P)
+        cols = np.stack([unit, np.tile(j0, u), np.tile(j1, u)], axis=1)
+        par, left, right, flips, starts = self._split(st, Z, EZ, cols, leaf, k)
+        # sign of f_a - f_b on every sub-interval: +1 / -1, or 0 where it vanishes identically
+        sgn = left.astype(np.int8)[par]
+        rows, cs = flips
+        sgn[rows, cs] = right[par[rows], cs]
+        sgn = sgn.reshape(-1, u, P)
+        wins = np.zeros(sgn.shape[:2] + (k,), np.int8)
+        for q in range(P):  # a < b: a also wins a tie (the first maximal index, as argmax)
+            wins[..., j0[q]] += sgn[..., q] >= 0
+            wins[..., j1[q]] += sgn[..., q] < 0
+        idx = np.argmax(wins == k - 1, axis=-1)
+        # merge neighbouring sub-intervals of one parent with the same winners
+        m = par.shape[0]
+        new = np.ones(m, bool)
+        new[1:] = (par[1:] != par[:-1]) | np.any(idx[1:] != idx[:-1], axis=1)
+        keep = np.flatnonzero(new)
+        self._refine(st, par[keep], tuple(a[keep] for a in starts))
+        ix = idx[keep]
+        G = st.H.reshape(-1, 2, u, k)
+        st.H = np.take_along_axis(G, ix[:, None, :, None], axis=-1).reshape(-1, 2, T, d // k)
+        self.er, self.eb = er.max(axis=1).reshape(T, -1), eb.max(axis=1).reshape(T, -1)  # the winner's is below
+        st.codes.append(ix.astype(np.int32))
+
+    def _refine(self, st: _AState, par: np.ndarray, starts: tuple) -> None:
+        """Children ``par (m,)`` with left ends ``starts = (t, dt, id, first)`` (``first``: the parent's own)."""
+        t, dt, tid, first = starts
+        m = par.shape[0]
+        last = np.ones(m, bool)
+        last[:-1] = par[1:] != par[:-1]
+        lo = np.where(first, st.lo[par], t)
+        dlo = np.where(first, st.dlo[par], dt)
+        ilo = np.where(first, st.ilo[par], tid)
+        nxt = np.append(np.arange(1, m), m - 1)
+        hi = np.where(last, st.hi[par], lo[nxt])
+        dhi = np.where(last, st.dhi[par], dlo[nxt])
+        ihi = np.where(last, st.ihi[par], ilo[nxt])
+        st.lo, st.hi, st.dlo, st.dhi, st.ilo, st.ihi = lo, hi, dlo, dhi, ilo, ihi
+        st.take(par)
+
+    # -- the predicates ----------------------------------------------------------------------------
+
+    def _end_values(self, st: _AState, Z, A, B, which: str):
+        """Values ``(n, M)`` of the comparisons at each interval's ``lo`` or ``hi`` end and a bound on
+        their distance to the exact values there: ``|v - z(t_exact)| <= gamma_3 (|c0| + |c1 t|) + eps +
+        |beta| |t - t_exact|``, with ``A = gamma_3 |c0| + eps`` and ``B = |c1| + 2 eps >= |beta|`` (both
+        inflated); ``eps`` bounds the state's error on [0, 1] and the end's float is within ``dt``."""
+        t = st.lo if which == "lo" else st.hi
+        dt = st.dlo if which == "lo" else st.dhi
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = Z[:, 0] + Z[:, 1] * t[:, None]
+            bound = A + B * (_gamma(3) * np.abs(t) + dt)[:, None]
+        _finite(v)
+        return v, bound
+
+    def _exact_sign(self, st, row: int, col, leaf: int, k: int, which: str) -> int:
+        """The exact sign of comparison ``col`` at the ``which`` end of interval ``row``."""
+        t = self.break_value(st, row, which)
+        H, _ = self.exact.state(st.codes, row, leaf)
+        alpha, beta = self._column(H, tuple(int(x) for x in col), k)
+        v = alpha + beta * t  # times a positive power of two
+        return (v > 0) - (v < 0)
+
+    def _split(self, st: _AState, Z, EZ, cols, leaf: int, k: int):
+        """Split every interval on the signs of the affine comparisons ``Z (n, 2, M)`` (coefficients of 1
+        and t; ``EZ (n, M)`` bounds their error anywhere on [0, 1]).
+
+        Returns ``par (m,)``, the signs ``left, right (n, M) int8`` just after ``lo`` and just before
+        ``hi`` (equal where no root is inside), ``flips = (rows, cols)``: the sub-intervals (rows of
+        ``par``) and comparisons whose sign is ``right`` (after their root) rather than ``left``, and the
+        sub-intervals' left ends ``(t, dt, id, first)``.
+        """
+        n, _, M = Z.shape
+        grow = 1 + _gamma(24)  # covers the roundings of the bound's own evaluation
+        A = (_gamma(3) * np.abs(Z[:, 0]) + EZ) * grow + 4 * _TINY
+        B = (np.abs(Z[:, 1]) + 2 * EZ) * grow  # |beta| <= |c1| + 2 eps (the error is affine in t)
+        vL, bL = self._end_values(st, Z, A, B, "lo")
+        vR, bR = self._end_values(st, Z, A, B, "hi")
+        self.predicates += 2 * n * M
+        left = np.sign(vL).astype(np.int8)
+        right = np.sign(vR).astype(np.int8)
+        unsure_l, unsure_r = np.abs(vL) <= bL, np.abs(vR) <= bR
+        if unsure_l.any() or unsure_r.any():
+            fix = np.flatnonzero((unsure_l | unsure_r).reshape(-1))
+            self.exact_predicates += int(np.count_nonzero(unsure_l) + np.count_nonzero(unsure_r))
+            for f in fix.tolist():
+                r, c = divmod(f, M)
+                sl = self._exact_sign(st, r, cols[c], leaf, k, "lo") if unsure_l[r, c] else int(left[r, c])
+                sr = self._exact_sign(st, r, cols[c], leaf, k, "hi") if unsure_r[r, c] else int(right[r, c])
+                # affine: a sign that holds at one end and is not 0 holds all through unless the other end
+                # has the opposite sign (then one root inside)
+                left[r, c] = sl if sl != 0 else sr
+                right[r, c] = sr if sr != 0 else sl
+        cross = left != right
+        ri, rc = np.nonzero(cross)
+        c0, c1, eps = Z[ri, 0, rc], Z[ri, 1, rc], EZ[ri, rc]
+        mL = np.maximum(np.abs(vL[ri, rc]) - bL[ri, rc], 0)  # lower bounds on |z| at the two ends
+        mR = np.maximum(np.abs(vR[ri, rc]) - bR[ri, rc], 0)
+        lo_r, hi_r = st.lo[ri], st.hi[ri]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t = np.minimum(np.maximum(-c0 / c1, lo_r), hi_r)  # the root is inside the interval
+            t = np.where(np.isfinite(t), t, lo_r)
+            # |beta| (R - L) = |z(L)| + |z(R)| >= the two margins; |t - root| = |z(t)| / |beta|
+            width = np.nextafter((hi_r + st.dhi[ri]) - (lo_r - st.dlo[ri]), np.inf)
+            slope = (mL + mR) / width * (1 - 8 * _U)
+            zt = np.abs(c0 + c1 * t) + _gamma(3) * (np.abs(c0) + np.abs(c1 * t)) + eps
+            dt = np.where(slope > 0, zt / slope, np.inf) * (1 + _gamma(8)) + 4 * _TINY
+        poor = np.flatnonzero(~(dt <= 2.0**-10))  # t is in [0, 1]: a float that may be off by 1e-3 or more
+        if poor.size:  # a float root far from the exact one (underflow, cancellation): round the exact one
+            col_list = cols.tolist()
+            for i in poor.tolist():
+                H, _ = self.exact.state(st.codes, int(ri[i]), leaf)
+                alpha, beta = self._column(H, col_list[rc[i]], k)
+                t[i] = min(max(float(Fraction(-alpha, beta)), lo_r[i]), hi_r[i])
+                dt[i] = math.ulp(t[i]) + st.dlo[ri[i]] + st.dhi[ri[i]]  # the clamp moves it at most that far
+        # rounded outwards, so that [lower, upper] holds the exact root
+        lower = np.nextafter(np.maximum(t - dt, lo_r - st.dlo[ri]), -np.inf)
+        upper = np.nextafter(np.minimum(t + dt, hi_r + st.dhi[ri]), np.inf)
+        order = np.lexsort((t, ri))
+        ri, rc, t, dt, lower, upper = ri[order], rc[order], t[order], dt[order], lower[order], upper[order]
+        R = ri.size
+        self.predicates += max(R - 1, 0)
+        # running maximum of ``upper`` within each parent (ranks keep it exact): a root whose error
+        # interval reaches a later one's cannot be ordered by floats
+        run_up = upper
+        if R:
+            rk = np.empty(R, np.int64)
+            rk[np.argsort(upper, kind="stable")] = np.arange(R)
+            key = np.maximum.accumulate(ri.astype(np.int64) * (R + 1) + rk)
+            run_up = np.sort(upper)[key % (R + 1)]
+        same = np.zeros(R, bool)
+        same[1:] = ri[1:] == ri[:-1]
+        linked = np.zeros(R, bool)  # linked[i]: root i may not lie above root i - 1
+        linked[1:] = same[1:] & (lower[1:] <= run_up[:-1])
+        new_group = ~linked  # decided by floats: root i lies strictly above the roots before it
+        if linked.any():  # the exact order may permute the roots of a cluster: rc, t, dt follow it
+            self._resolve_clusters(st, ri, rc, t, dt, linked, new_group, cols, leaf, k)
+            t = np.minimum(np.maximum(t, st.lo[ri]), st.hi[ri])
+        tid = np.arange(R) + self.n_breaks
+        if R:  # (a merged root's row is simply never used)
+            self.break_blocks.append((self.n_breaks, leaf, cols[rc]))
+            self.n_breaks += R
+        # group index of every root within its parent, and the number of groups per parent
+        g = np.cumsum(new_group) - 1
+        if R:
+            base = np.maximum.accumulate(np.where(~same, g, -1))
+            g = g - base
+        groups = np.zeros(n, np.int64)
+        if R:
+            np.maximum.at(groups, ri, g + 1)
+        counts = groups + 1  # sub-intervals per parent
+        par = np.repeat(np.arange(n), counts)
+        offs = np.cumsum(counts) - counts
+        first = np.zeros(par.size, bool)
+        first[offs] = True
+        # left end of sub-interval q > 0 of a parent: the first root of group q - 1
+        heads = np.flatnonzero(new_group)
+        sub = offs[ri[heads]] + g[heads] + 1
+        T0, D0 = np.zeros(par.size), np.zeros(par.size)
+        I0 = np.full(par.size, -3, np.int64)
+        T0[sub], D0[sub], I0[sub] = t[heads], dt[heads], tid[heads]
+        # the sub-intervals after each root: offs + g + 1 .. offs + groups
+        lengths = groups[ri] - g
+        rep = np.repeat(np.arange(R), lengths)
+        within = np.arange(rep.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        rows = offs[ri[rep]] + g[rep] + 1 + within
+        return par, left, right, (rows, rc[rep]), (T0, D0, I0, first)
+
+    def _resolve_clusters(self, st, ri, rc, t, dt, linked, new_group, cols, leaf, k) -> None:
+        """Order the roots of every cluster (a run of linked roots) exactly, in place; equal roots share a
+        group. Their floats become the correctly rounded exact values (within half an ulp)."""
+        R = ri.size
+        start = np.flatnonzero(~linked)
+        ends = np.append(start[1:], R)
+        col_list = cols.tolist()
+        for s, e in zip(start.tolist(), ends.tolist()):
+            if e - s < 2:
+                continue
+            H, _ = self.exact.state(st.codes, int(ri[s]), leaf)
+            members = rc[s:e].tolist()
+            vals = []
+            for c in members:
+                alpha, beta = self._column(H, col_list[c], k)
+                vals.append(Fraction(-alpha, beta))
+            self.exact_predicates += e - s - 1
+            perm = sorted(range(e - s), key=vals.__getitem__)
+            rc[s:e] = [members[i] for i in perm]
+            prev = None
+            for j, i in enumerate(perm):
+                v = vals[i]
+                f = float(v)  # correctly rounded
+                t[s + j] = f
+                dt[s + j] = math.ulp(f)
+                new_group[s + j] = prev is None or v != prev
+                prev = v
+
+
 def _degree_plan(program: Program, max_degree: int) -> int:
     """Check every polynomial the walk needs stays within ``max_degree``; return the output degree."""
 
@@ -653,6 +1209,9 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     check_domain(net, np.minimum(seg.a, seg.b), np.maximum(seg.a, seg.b))
     degree = _degree_plan(program, max_degree)
 
+    if not _has_attention(program.ops):
+        return _walk_exact(program, seg)
+
     T = program.tokens
     mid, half = (seg.a + seg.b) / 2, (seg.b - seg.a) / 2
     H = np.broadcast_to(np.stack([mid, half])[None, :, None, :], (1, 2, T, mid.shape[0])).copy()
@@ -680,5 +1239,61 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
         kind="linear" if is_piecewise_linear(program) else "spline",
         degree=degree,
         ties=int(np.count_nonzero(st.ties)),
+        exact=False,
+        **arrays,
+    )
+
+
+def _same_affine(C: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """Neighbouring pieces with the same affine output ``C (n, 2, out)`` (coefficients of 1 and t on
+    [0, 1], so both are on one scale) up to ``rtol`` of their size -> ``(n-1,)`` (linear pieces merge them)."""
+    if C.shape[0] < 2:
+        return np.zeros(0, bool)
+    size = np.abs(C).sum(axis=1)  # (n, out)
+    tol = rtol * (np.maximum(size[:-1], size[1:]) + 1e-12 * size.max())
+    return np.all(np.abs(C[1:] - C[:-1]) <= tol[:, None, :], axis=(1, 2))
+
+
+def _has_attention(ops) -> bool:
+    return any(isinstance(op, Attention) or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
+
+
+def _walk_exact(program: Program, seg: Segment) -> LinePieces:
+    """:func:`walk_line` for programs without attention (ReLU MLPs, Maxout): exact predicates."""
+    T, q = program.tokens, program.input_dim
+    H = np.zeros((1, 2, T, q))
+    H[0, 0] = seg.a
+    with np.errstate(over="ignore"):
+        H[0, 1] = seg.b - seg.a
+    _finite(H)
+    one = np.ones(1)
+    st = _AState(one * 0, one, one * 0, one * 0, np.array([-1]), np.array([-2]), H, one.copy(), [], [])
+    walk = _Walk(program, seg)
+    walk.er, walk.eb = 2 * _U * np.abs(H[0, 1]), np.zeros((T, q))  # b - a is rounded once
+    walk.run(st)
+
+    n = st.lo.shape[0]
+    glob = st.H[:, :, program.out_token, :]  # (n, 2, out) in t
+    m, h = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
+    local = np.stack([glob[:, 0] + glob[:, 1] * m[:, None], glob[:, 1] * h[:, None]], axis=1)
+    codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
+    arrays = {
+        "breaks": np.append(st.lo, st.hi[-1]),
+        "codes": codes.astype(np.int32),
+        "output": glob.transpose(0, 2, 1).copy(),
+        "local_output": local.transpose(0, 2, 1).copy(),
+        "piece_ties": np.zeros(n, np.int64),
+        "same_polynomial": _same_affine(glob),
+    }
+    for a in arrays.values():
+        a.setflags(write=False)
+    return LinePieces(
+        segment=seg,
+        kind="linear",
+        degree=1,
+        ties=0,
+        exact=True,
+        predicates=walk.predicates,
+        exact_predicates=walk.exact_predicates,
         **arrays,
     )

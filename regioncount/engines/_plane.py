@@ -69,7 +69,6 @@ from ._exact import (
     finite_or_raise,
     gamma,
     int_intersection,
-    int_vertex_sign,
     intersection,
     sum_bounds,
     vertex_sign,

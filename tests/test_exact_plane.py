@@ -2,24 +2,17 @@
 threshold, and its certificate checks the result independently (docs/design.md §3)."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _shared import shared_file
 
 from regioncount import MLP, Box, InexactError, Partition, certify, load_model, random_maxout, random_mlp
 from regioncount.engines._plane import partition_plane
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-if not DATA.exists():  # CI lays shared/ beside the clone
-    DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
 
 def _data(name):
-    path = DATA / name
-    if not path.exists():
-        pytest.skip(f"{path} is not here")
-    return load_model(path)
+    return load_model(shared_file(name))
 
 
 def _count(net, L):

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from _shared import shared_file
 
 from regioncount import MLP, Maxout, random_maxout, random_mlp, random_transformer
 from regioncount._domain import Box
@@ -14,8 +15,6 @@ from regioncount.engines._whole_plane import region_constraints, whole_plane_box
 from regioncount.networks import lower
 from regioncount_cli.main import main
 
-DATA = "/work/shared/data/torch_mlp_w16_d3_s0.npz"
-
 
 def line_mlp(lines) -> MLP:
     """One ReLU layer with unit ``i`` equal to ``a_i x1 + b_i x2 + c_i`` for ``lines[i] = (a_i, b_i, c_i)``."""
@@ -23,27 +22,19 @@ def line_mlp(lines) -> MLP:
     return MLP((L[:, :2], np.ones((1, len(L)))), (L[:, 2], np.zeros(1)))
 
 
-# The plane engine of this branch still drops slivers below 1e-12 of the box area (issue 16; the lead
-# removes it): on big boxes it loses real regions, e.g. 14 of the 1,389 of the torch file on the
-# box that holds them all. Probe it: two lines crossing at angle 1e-14 leave two wedges of area 5e-15.
-_SLIVER_RULE = partition_plane(line_mlp([(0.0, 1.0, 0.0), (-1e-14, 1.0, 0.0)]), Box([-1, -1], [1, 1])).n_regions < 4
-needs_slivers = pytest.mark.xfail(_SLIVER_RULE, reason="the plane engine still drops slivers", strict=False)
-
-
 def count(net, L) -> int:
     return partition_plane(net, Box([-L, -L], [L, L])).n_regions
 
 
-@pytest.mark.xfail(_SLIVER_RULE, reason="the plane engine still drops slivers", strict=True)
 def test_torch_16x3_file_has_1389_regions_in_the_plane():
-    wp = whole_plane_box(load_model(DATA))
+    wp = whole_plane_box(load_model(shared_file("torch_mlp_w16_d3_s0.npz")))
     assert wp.partition.n_regions == 1389
 
 
 def test_the_box_holds_every_crossing_of_the_first_layer():
     """Every crossing of two first-layer lines is a vertex of the partition (their bits are in every code),
     so the box must hold it strictly; and the search had to grow from [-2, 2]^2 (472 regions there)."""
-    for net in (load_model(DATA), random_mlp(2, [12, 6], seed=5, init="normal")):
+    for net in (load_model(shared_file("torch_mlp_w16_d3_s0.npz")), random_mlp(2, [12, 6], seed=5, init="normal")):
         wp = whole_plane_box(net)
         W, b = net.weights[0], net.biases[0]
         i, j = np.triu_indices(W.shape[0], 1)
@@ -109,7 +100,6 @@ def test_one_maxout_unit_with_a_far_apex():
     assert wp.half_width > 400 and wp.partition.n_regions == 4
 
 
-@needs_slivers
 @pytest.mark.parametrize(
     "make",
     [

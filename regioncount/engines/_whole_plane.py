@@ -179,7 +179,9 @@ def _clip(F: np.ndarray, S: float):
         s = x + y + w[live, 2, None]
         # a vertex within rounding of the line is on it (else a duplicate line cuts its twin at noise)
         sg = _snap(s, _SNAP * (np.abs(x) + np.abs(y) + np.abs(w[live, 2, None])))
-        ((Vc, nc, tc),) = _cut(V[live], nv[live], s, sg, tag[live], np.full(live.size, 4 + j), sides=(1,))
+        zero = np.zeros_like(s)  # the float pre-check: no bounds (its result is verified exactly after)
+        parts, _ = _cut(V[live], nv[live], s, sg, tag[live], np.full(live.size, 4 + j), zero, zero, sides=(1,))
+        Vc, nc, tc = parts[0][:3]
         M = max(V.shape[1], Vc.shape[1])
         if M > V.shape[1]:
             V = np.concatenate([V, np.repeat(V[:, :1], M - V.shape[1], axis=1)], axis=1)

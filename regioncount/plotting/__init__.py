@@ -25,3 +25,4 @@ from ._regions import (
     sample_image as sample_image,
     truncations as truncations,
 )
+from ._sections import axis_sections as axis_sections, figure_sections as figure_sections

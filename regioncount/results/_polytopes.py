@@ -157,6 +157,18 @@ class Polytopes:
         idx = idx[order]
         return idx, np.stack([lo[idx], hi[idx]], axis=1)
 
+    def meets_hyperplane(self, w) -> np.ndarray:
+        """Regions that the hyperplane ``w[:k] . v + w[k] = 0`` (parameter coordinates) cuts with positive
+        (k-1)-measure: those with vertices strictly on both sides. Returns their indices."""
+        w = np.asarray(w, dtype=np.float64)
+        s = self.vertices @ w[:-1] + w[-1]
+        reg = self._region_of_vertex()
+        above = np.zeros(self.n_regions, bool)
+        below = np.zeros(self.n_regions, bool)
+        np.logical_or.at(above, reg, s > 0)
+        np.logical_or.at(below, reg, s < 0)
+        return np.flatnonzero(above & below)
+
     # -- neighbours ----------------------------------------------------------------------------------
 
     def adjacency(self) -> np.ndarray:

@@ -79,16 +79,19 @@ def figure_sections(
     axes = fig.subplots(1, k, squeeze=False).ravel()
     panels = []
     for ax, (label, sl, a, value), src in zip(axes, secs, srcs, strict=True):
-        inf = draw_source(ax, src, linear=linear, levels=values, zero=zero, title_prefix=f"cross-section {label}\n")
+        met = None
+        if solid is not None:
+            w = np.zeros(box.dim + 1)
+            w[a], w[-1] = 1.0, -value
+            met = int(solid.meets_hyperplane(w).size)
+        prefix = f"cross-section {label}" + ("" if met is None else f", meets {met:,} of the {box.dim}D regions")
+        inf = draw_source(ax, src, linear=linear, levels=values, zero=zero, title_prefix=prefix + "\n")
         ax.title.set_fontsize(9)
         i, j = np.flatnonzero(sl.v1)[0], np.flatnonzero(sl.v2)[0]
         ax.set_xlabel(f"x{i + 1}")
         ax.set_ylabel(f"x{j + 1}")
         inf.update({"section": label, "axis": a, "value": value, **_domain_info(sl)})
-        if solid is not None:
-            w = np.zeros(box.dim + 1)
-            w[a], w[-1] = 1.0, -value
-            inf["solid_regions_met"] = int(solid.meets_hyperplane(w).size)
+        inf["solid_regions_met"] = met
         panels.append(inf)
     _level_legend(fig, values, zero)
     head = f"{box.dim}D box [{', '.join(f'{lo:g}..{hi:g}' for lo, hi in zip(box.lo, box.hi))}]: {k} cross-sections"

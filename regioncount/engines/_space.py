@@ -124,9 +124,11 @@ class _Store:
             a[: self.n] = a[: self.n][order]
 
     def _shape(self, M: int, F: int):
-        """Widen the vertex and slot axes to at least ``M`` and ``F``."""
+        """Widen the vertex and slot axes to at least ``M`` and ``F`` (with slack: every round adds a slot,
+        and :meth:`compact` trims the axes again at the end of each op)."""
         cap = self.V.shape[0]
         if M > self.M:
+            M = max(M, self.M + 4)
             V = np.empty((cap, M, self.k))
             V[:, : self.M] = self.V
             V[:, self.M :] = self.V[:, :1]
@@ -134,12 +136,15 @@ class _Store:
             inc[:, : self.M] = self.inc
             inc[:, self.M :] = self.inc[:, :1]
             self.V, self.inc = V, inc
+        if F > self.F:
+            F = max(F, self.F + 8)
         W = -(-F // _WB)
         if W > self.W:
             inc = np.zeros(self.inc.shape[:2] + (W,), np.uint64)
             inc[..., : self.W] = self.inc
             self.inc = inc
         if F > self.F:
+            F = max(F, self.F + 8)
             fid = np.full((cap, F), -1, np.int64)
             fid[:, : self.F] = self.fid
             fpl = np.zeros((cap, F, self.k + 1))

@@ -15,7 +15,7 @@ METHODS = ("exact", "line", "sample")
 #: 1.5 GB); sets the region cap that keeps an exact 2D run under the memory cap.
 PLANE_BYTES_PER_REGION = 1536
 #: The same for the space engine (q >= 3), measured in benchmarks/exact3d_speed.py (benchmarks/README.md).
-SPACE_BYTES_PER_REGION = 4096
+SPACE_BYTES_PER_REGION = 12288
 
 
 def region_kind(net) -> str:

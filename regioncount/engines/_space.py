@@ -610,6 +610,12 @@ class _Engine:
 
     def _exact_function(self, par: int, fid: int) -> list[Fraction]:
         """The exact affine function (``k+1`` Fractions) of slot id ``fid`` on regions of parent ``par``."""
+        key = ("f", par, int(fid))
+        if key not in self._cache:
+            self._cache[key] = self._exact_function_uncached(par, fid)
+        return self._cache[key]
+
+    def _exact_function_uncached(self, par: int, fid: int) -> list[Fraction]:
         k = self.k
         ident, side = divmod(int(fid), 2)
         fam = next(f for f in reversed(self.families) if f.base <= ident)
@@ -628,7 +634,10 @@ class _Engine:
         else:
             u = (off // fam.P) % fam.U
             a, b = _unpair(off % fam.P)
-            F = self._exact_pieces(A, fam, u)
+            key = ("p", par, fam.split, u)
+            if key not in self._cache:
+                self._cache[key] = self._exact_pieces(A, fam, u)
+            F = self._cache[key]
             w = F[:, b] - F[:, a]
         return [-v for v in w] if side else list(w)
 
@@ -695,7 +704,10 @@ class _Engine:
         if amb_r.size:
             # decide each distinct vertex once (padding repeats vertex 0, which is decided already)
             sg[amb_r, amb_v] = self.exact_signs(par[amb_r], P.inc[amb_r, amb_v], P.fid[amb_r], plane_fid[amb_r])
-            s[amb_r, amb_v] = np.where(sg[amb_r, amb_v] == 0, 0.0, s[amb_r, amb_v])
+            # keep the float value only where it has the exact sign (it places new vertices on edges);
+            # elsewhere a tiny value of the exact sign puts the crossing at that vertex, to float precision
+            e, f = sg[amb_r, amb_v], s[amb_r, amb_v]
+            s[amb_r, amb_v] = np.where(np.sign(f) == e, f, e * 1e-300)
         sg[~valid] = sg[:, :1].repeat(P.V.shape[1], axis=1)[~valid]
         return s, sg
 

@@ -321,8 +321,18 @@ class Polytopes:
         return f"Polytopes({self.n_regions} regions in {self.k}D, {self.vertices.shape[0]} vertices)"
 
 
-def _face_volume(X: np.ndarray, bits: np.ndarray, S: np.ndarray, d: int) -> float:
-    """d-volume of the face with vertex indices ``S`` (rows of ``X``); ``bits (nv, F)`` vertex-slot incidence."""
+def _face_volume(X: np.ndarray, bits: np.ndarray, S: np.ndarray, d: int, memo: dict | None = None) -> float:
+    """d-volume of the face with vertex indices ``S`` (rows of ``X``); ``bits (nv, F)`` vertex-slot incidence.
+    ``memo`` shares sub-face volumes between the faces that contain them."""
+    memo = {} if memo is None else memo
+    mkey = (S.tobytes(), d)
+    if mkey in memo:
+        return memo[mkey]
+    memo[mkey] = out = _face_volume_uncached(X, bits, S, d, memo)
+    return out
+
+
+def _face_volume_uncached(X, bits, S, d, memo) -> float:
     P = X[S]
     if d == 1:
         return float(np.max(np.linalg.norm(P - P[0], axis=1))) if len(S) > 1 else 0.0
@@ -348,5 +358,5 @@ def _face_volume(X: np.ndarray, bits: np.ndarray, S: np.ndarray, d: int) -> floa
         y = c - Q[0]
         h = float(np.linalg.norm(y - B.T @ (B @ y)))
         if h > 0:
-            total += h * _face_volume(X, bits, G, d - 1)
+            total += h * _face_volume(X, bits, G, d - 1, memo)
     return total / d

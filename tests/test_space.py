@@ -111,7 +111,7 @@ def test_thm44_transformer_q3_is_exact(layout):
 NETS = {
     "mlp": lambda: random_mlp(3, [8, 8], 1, seed=1, init="normal"),
     "maxout": lambda: random_maxout(3, [4, 4], k=3, seed=2),
-    "transformer": lambda: random_transformer(3, tokens=3, d_model=6, depth=1, seed=3),
+    "transformer": lambda: random_transformer(3, tokens=3, d_model=6, depth=1, heads=2, seed=3),
 }
 
 

@@ -962,15 +962,25 @@ class _Engine:
         anc = st.anc[: st.n]
         R = st.n
         out = np.zeros((R, c1, T, d))
+        done: dict[tuple, np.ndarray] = {}  # (head, query class): queries with equal scores share outputs
         for h in range(H):
+            VOt = np.ascontiguousarray(VO[h].transpose(0, 2, 1, 3))  # (R0, T, c1, d)
             for i in range(T):
                 uq = h * T + i
-                # keys whose score equals the winner's identically are tied: hardmax averages them
-                Fw = np.take_along_axis(F[anc, uq], dig[:, uq, None, None], axis=-1)  # (R, c1, 1)
-                tol = SNAP * (np.abs(F[anc, uq]).sum(axis=1) + np.abs(Fw).sum(axis=1))
-                tied = act[anc, uq] & np.all(np.abs(F[anc, uq] - Fw) <= tol[:, None, :], axis=1)
-                wts = tied / tied.sum(axis=1, keepdims=True)
-                out[:, :, i, :] += np.einsum("rj,rcjd->rcd", wts, VO[h][anc])
+                key = (h, int(rep[uq]))
+                if key not in done:
+                    # keys whose score equals the winner's identically are tied: hardmax averages them
+                    Fp = F[anc, uq]  # (R, c1, T)
+                    Fw = np.take_along_axis(Fp, dig[:, uq, None, None], axis=-1)
+                    tol = SNAP * (np.abs(Fp).sum(axis=1) + np.abs(Fw).sum(axis=1))
+                    tied = act[anc, uq] & np.all(np.abs(Fp - Fw) <= tol[:, None, :], axis=1)
+                    val = VOt[anc, dig[:, uq]]  # (R, c1, d): the winner's value
+                    many = np.flatnonzero(tied.sum(axis=1) > 1)
+                    if many.size:
+                        wts = tied[many] / tied[many].sum(axis=1, keepdims=True)
+                        val[many] = np.einsum("rj,rjcd->rcd", wts, VOt[anc[many]])
+                    done[key] = val
+                out[:, :, i, :] += done[key]
         return out, ("digits", U, dig.astype(np.uint8 if T <= 256 else np.int32))
 
 

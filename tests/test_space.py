@@ -107,6 +107,8 @@ def test_thm44_transformer_q3_is_exact(layout):
 
 # ---- engines agree -----------------------------------------------------------------------------------
 
+BOX3 = Box(-1, 1, 3)
+
 
 NETS = {
     "mlp": lambda: random_mlp(3, [8, 8], 1, seed=1, init="normal"),
@@ -144,6 +146,22 @@ def test_engines_agree_on_random_networks(name):
         pieces = walk_line(net, Segment(a, b))
         np.testing.assert_array_equal(P.codes[idx], pieces.codes)
         np.testing.assert_allclose(iv[:, 0], pieces.breaks[:-1], atol=1e-9)
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_rational_re_evaluation_matches_the_float_maps(name):
+    # the exact path (used where float64 cannot decide a sign) rebuilds every map from a region's code
+    from regioncount.engines._space import _Exact
+
+    net = NETS[name]()
+    P = partition_space(net, BOX3)
+    program = lower(net)
+    x0, V = BOX3.input_map()
+    ex = _Exact(program, x0, V, BOX3.lo, BOX3.hi)
+    for r in np.random.default_rng(0).choice(P.n_regions, 4, replace=False):
+        rows = [(kind, w, a[r]) for kind, w, a in P._blocks]
+        A = ex.output(rows)[:, program.out_token, :].T.astype(float)  # (out, k+1) in u = x (box [-1, 1]^3)
+        np.testing.assert_allclose(A, P.maps[r], rtol=1e-12, atol=1e-12)
 
 
 def test_adjacency_is_symmetric_and_matches_sections():
@@ -185,8 +203,6 @@ def test_four_dimensional_box_and_three_dimensional_slice():
 
 
 # ---- degenerate input ----------------------------------------------------------------------------------
-
-BOX3 = Box(-1, 1, 3)
 
 
 def test_pencil_of_planes_through_a_line():

@@ -449,6 +449,10 @@ class _Exact:
                 self._w[key] = tuple(_frac_array(x) for x in (op.Wq, op.Wk, op.Wv, op.Wo))
         return self._w[key]
 
+    def output(self, code_rows: list) -> np.ndarray:
+        """The exact maps ``(k+1, T, d_out)`` after every op, on the region with code ``code_rows``."""
+        return self._run(self.program.ops, self.A0, code_rows, -1, {"s": 0}, [])
+
     def maps(self, code_rows: list, split: int):
         box: list = []
         state = {"s": 0}
@@ -496,7 +500,8 @@ class _Exact:
             Q = np.einsum("ctd,de->cte", A, Wq[h])
             K = np.einsum("ctd,de->cte", A, Wk[h])
             VO = np.einsum("ctd,de->cte", np.einsum("ctd,de->cte", A, Wv[h]), Wo[h])
-            S = np.einsum("aie,bje->ijab", Q, K)  # (T, T, k+1, k+1) exact score polynomials
+            S = np.einsum("aie,bje->ijab", Q, K)  # (T, T, k+1, k+1): score S_ij = [u,1] S[i,j] [u,1]^T
+            S = S + np.swapaxes(S, -1, -2)  # the symmetric form: equal polynomials <=> equal matrices
             for i in range(T):
                 j0 = int(dig[h, i])
                 keys = range(i + 1) if op.causal else range(T)

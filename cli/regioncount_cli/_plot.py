@@ -148,6 +148,8 @@ def plot(
             )
         if sections < 1:
             raise RegionCountError(f"--sections must be at least 1, got {sections}")
+        if section_axis is not None and not 1 <= section_axis <= net.input_dim:
+            raise RegionCountError(f"--section-axis must be in 1..{net.input_dim}, got {section_axis}")
         box3 = Box(box[0], box[1], net.input_dim)
         solid = None
         if not sampled and grid is None:

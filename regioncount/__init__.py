@@ -5,7 +5,7 @@ The public surface; everything else lives in private modules.
 
 from . import _config  # noqa: F401  (float64 everywhere)
 from ._count import count_regions as count_regions
-from ._domain import Box as Box, Segment as Segment, Slice as Slice
+from ._domain import AffineSlice as AffineSlice, Box as Box, Segment as Segment, Slice as Slice
 from ._errors import (
     CurvedBoundaryError as CurvedBoundaryError,
     DegreeTooHighError as DegreeTooHighError,
@@ -23,6 +23,7 @@ from .engines import (
     count_sampled as count_sampled,
     forward_codes as forward_codes,
     partition_plane as partition_plane,
+    partition_space as partition_space,
     walk_line as walk_line,
 )
 from .networks import (
@@ -37,7 +38,7 @@ from .networks import (
     random_transformer as random_transformer,
     truncate as truncate,
 )
-from .results import Partition as Partition
+from .results import Partition as Partition, Polytopes as Polytopes
 from .theory import (
     BOUNDS as BOUNDS,
     bound_attaining_transformer as bound_attaining_transformer,

@@ -23,15 +23,28 @@ Arrays are padded NumPy, vectorised across regions; Python loops run over ops, r
 
 Exactness (DESIGN §2). Whether a region exists is decided by signs only: a split is made when some vertex
 is strictly positive and some strictly negative, a clip kills a cell when no vertex is strictly positive.
-No volume or distance threshold decides anything. A sign is read from float64 when
-``|s| > SNAP * (|w_1| + ... + |w_k| + |w_0|)``, a margin relative to the hyperplane's size on the domain;
-float errors of the maps and the vertices are many orders of magnitude smaller (about ``1e-15`` per
-operation, a few hundred operations deep) unless the defining hyperplanes are nearly parallel. This margin
-is an argued, not a proven, error bound. Inside the margin the sign is decided in exact rational arithmetic
-(:class:`_Exact`): the region's code fixes every map of the float64 network, the vertex is the exact
-solution of the constraints it lies on, and the hyperplane is evaluated there with ``fractions.Fraction``
-on the float64 weights (every float64 is an exact binary fraction). So concurrent planes, planes through
-vertices and duplicate or dead units are decided exactly, neither crashing nor inventing regions.
+No volume or distance threshold decides anything. A float64 sign ``s = w . v + w0`` is trusted only when
+``|s|`` exceeds a bound on its error, made of three parts:
+
+- the evaluation's rounding, ``gamma_(k+2) (|w| . |v| + |w0|)`` (Higham's ``gamma_n = n u / (1 - n u)``);
+- the plane's coefficient error: the engine carries, per activation entry and over all regions, bounds on
+  the l1 error and size of the float maps through every op (standard forward error analysis of sums of
+  products: Affine, ReLU masks, maxout selection, residual sums, hardmax scores and outputs);
+- the vertex's distance to the exact vertex (where the exact planes it lies on meet), bounded when the
+  vertex is made from its residuals in those planes and the smallest singular value of their normals
+  (:func:`_vertex_error`); ill-conditioned vertices get an infinite bound.
+
+and at least ``SNAP`` (1e-12) of the plane's size on the domain. Below the bound the sign is decided in
+exact rational arithmetic (:class:`_Exact`): the region's code fixes every map of the float64 network, the
+vertex is the exact solution of the constraints it lies on, and the hyperplane is evaluated there with
+``fractions.Fraction`` on the float64 weights (every float64 is an exact binary fraction). So concurrent
+planes, planes through vertices and duplicate or dead units are decided exactly, neither crashing nor
+inventing regions. Caveats, stated plainly: the bounds assume IEEE float64 with round-to-nearest in NumPy
+and BLAS (any summation order; fused multiply-adds only help); for ``k >= 4`` (and degenerate vertices)
+the singular-value bound uses LAPACK's symmetric eigensolver with an assumed, not proven, backward error;
+for hardmax attention, score differences are affine only when the float quadratic parts agree bitwise
+(the rational path re-checks this exactly where it runs), and tied keys are averaged when their scores
+agree within ``SNAP``.
 """
 
 from __future__ import annotations
@@ -48,8 +61,18 @@ from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._polytopes import Polytopes
 
-#: Relative margin under which a float64 sign is not trusted and is decided exactly.
-SNAP = 1e-9
+#: Relative margin (of a hyperplane's size on the domain) under which a float64 sign is never trusted, on
+#: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
+SNAP = 1e-12
+#: Unit roundoff of float64.
+_U = 2.0**-53
+
+
+def _gamma(n) -> float:
+    """Higham's gamma_n = n u / (1 - n u): bounds the relative rounding error of an n-term sum of products."""
+    return n * _U / (1 - n * _U)
+
+
 #: Float64 values a chunked temporary may hold.
 _CHUNK = 1 << 20
 #: Bits per incidence word.
@@ -80,11 +103,11 @@ class _Store:
     def __init__(self, k: int):
         self.k = k
         self.n = 0
-        self.V = np.zeros((0, 1, k))
+        self.V = np.zeros((0, 1, k + 1))  # coordinates, then a bound on the distance to the exact vertex
         self.inc = np.zeros((0, 1, 1), np.uint64)
         self.nv = np.zeros(0, np.int64)
         self.fid = np.zeros((0, 1), np.int64)
-        self.fpl = np.zeros((0, 1, k + 1))
+        self.fpl = np.zeros((0, 1, k + 2))  # plane, then a bound on the l1 error of its coefficients
         self.nf = np.zeros(0, np.int64)
         self.cen = np.zeros((0, k))
         self.rad = np.zeros(0)
@@ -129,7 +152,7 @@ class _Store:
         cap = self.V.shape[0]
         if M > self.M:
             M = max(M, self.M + 4)
-            V = np.empty((cap, M, self.k))
+            V = np.empty((cap, M, self.k + 1))
             V[:, : self.M] = self.V
             V[:, self.M :] = self.V[:, :1]
             inc = np.zeros((cap, M, self.W), np.uint64)
@@ -147,7 +170,7 @@ class _Store:
             F = max(F, self.F + 8)
             fid = np.full((cap, F), -1, np.int64)
             fid[:, : self.F] = self.fid
-            fpl = np.zeros((cap, F, self.k + 1))
+            fpl = np.zeros((cap, F, self.k + 2))
             fpl[:, : self.F] = self.fpl
             self.fid, self.fpl = fid, fpl
 
@@ -211,7 +234,7 @@ class _Store:
         W2 = -(-F2 // _WB)
         inc = np.zeros((self.V.shape[0], M, W2), np.uint64)
         fid = np.full((self.V.shape[0], F2), -1, np.int64)
-        fpl = np.zeros((self.V.shape[0], F2, k + 1))
+        fpl = np.zeros((self.V.shape[0], F2, k + 2))
         for keep, lo in zip(keeps, range(0, n, step), strict=True):
             hi = min(n, lo + step)
             bits = _unpack(self.inc[lo:hi, :M], self.F)
@@ -229,7 +252,7 @@ class _Store:
 
 def _unpack(inc: np.ndarray, F: int) -> np.ndarray:
     """Incidence words ``(..., W)`` -> bool ``(..., F)``."""
-    b = np.unpackbits(inc.view(np.uint8).reshape(inc.shape[:-1] + (-1,)), axis=-1, bitorder="little")
+    b = np.unpackbits(inc.view(np.uint8).reshape(inc.shape[:-1] + (8 * inc.shape[-1],)), axis=-1, bitorder="little")
     return b[..., :F].astype(bool)
 
 
@@ -248,11 +271,13 @@ def _grow(a: np.ndarray, cap: int) -> np.ndarray:
 
 
 def _balls(V: np.ndarray, nv: np.ndarray):
-    """Vertex mean ``(n, k)`` (an interior point) and the radius of the ball around it holding the polytope."""
+    """Vertex mean ``(n, k)`` (an interior point) and the radius of a ball around it that holds the polytope
+    and its exact vertices (``V (n, M, k+1)``: coordinates and each vertex's error bound)."""
     M = V.shape[1]
-    ctr = (V.sum(axis=1) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
-    rad = np.sqrt(np.max(np.sum((V - ctr[:, None]) ** 2, axis=-1), axis=1))
-    return ctr, rad
+    X = V[..., :-1]
+    ctr = (X.sum(axis=1) - (M - nv)[:, None] * X[:, 0]) / nv[:, None]
+    rad = np.max(np.sqrt(np.sum((X - ctr[:, None]) ** 2, axis=-1)) + V[..., -1], axis=1)
+    return ctr, rad * (1 + 1e-12)
 
 
 @dataclasses.dataclass
@@ -315,14 +340,16 @@ class _Poly:
 
 
 def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray, sides=(1, -1)) -> list[_Poly]:
-    """The parts ``side * (w . u + w0) >= 0`` of polytopes ``P`` that the hyperplanes ``w (n, k+1)`` cross
-    (some vertex strictly on each side); ``s, sg (n, M)`` vertex values and exact signs, ``fid (n,)`` the
-    hyperplane's id (``2 id``; the negative side gets ``2 id + 1``).
+    """The parts ``side * (w . u + w0) >= 0`` of polytopes ``P`` that the hyperplanes ``w (n, k+2)`` (plane and
+    coefficient error bound) cross (some vertex strictly on each side); ``s, sg (n, M)`` vertex values and
+    exact signs, ``fid (n,)`` the hyperplane's id (``2 id``; the negative side gets ``2 id + 1``).
 
     A new vertex is made on every edge with strictly opposite end signs: vertices ``a, b`` span an edge
-    when no third vertex lies on all the slots they share. It lies on those slots and on the new one.
+    when no third vertex lies on all the slots they share. It lies on those slots and on the new one, and
+    gets a bound on its distance to the exact vertex (:func:`_vertex_error`).
     """
-    n, M, k = P.V.shape
+    n, M, k1 = P.V.shape
+    k = k1 - 1
     valid = np.arange(M) < P.nv[:, None]
     pos, neg = (sg > 0) & valid, (sg < 0) & valid
     slot = P.nf.copy()
@@ -348,6 +375,9 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     X = P.V[r, a] + t[:, None] * (P.V[r, b] - P.V[r, a])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
+    planes = P.fpl[r]
+    planes[np.arange(r.size), slot[r]] = w[r]
+    X[:, k] = _vertex_error(X[:, :k], _unpack(Xinc, planes.shape[1]), planes)
     zero = (sg == 0) & valid
     inc0 = np.where(zero[:, :, None], P.inc | newbit[:, None, :], P.inc)
     out = []
@@ -362,7 +392,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         cnt = np.bincount(rid, minlength=n)
         Mo = int(cnt.max(initial=1))
         pos_in = np.arange(rid.size) - (np.cumsum(cnt) - cnt)[rid]
-        Vo = np.empty((n, Mo, k))
+        Vo = np.empty((n, Mo, k1))
         Io = np.zeros((n, Mo, W), np.uint64)
         Vo[rid, pos_in] = Vall
         Io[rid, pos_in] = Iall
@@ -372,8 +402,65 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         fidn = P.fid.copy()
         fpln = P.fpl.copy()
         fidn[np.arange(n), slot] = fid + (side < 0)
-        fpln[np.arange(n), slot] = side * w
+        fpln[np.arange(n), slot, : k + 1] = side * w[:, : k + 1]
+        fpln[np.arange(n), slot, k + 1] = w[:, k + 1]
         out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1))
+    return out
+
+
+def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray) -> np.ndarray:
+    """A bound on ``|x - x*|_2`` for float vertices ``X (n, k)``, where ``x*`` is the exact vertex: the point on
+    which the exact hyperplanes of the ``tight (n, F)`` slots meet (``planes (n, F, k+2)``: float planes and
+    bounds ``e_i`` on the l1 error of their coefficients). For any ``k`` tight slots with exact normals ``A*``,
+    ``A* (x - x*) = rho`` where ``rho_i`` is the exact plane at ``x``, so ``|x - x*| <= |rho| / sigma_min(A*)``;
+    ``|rho_i| <= |fl(a_i . x + b_i)| + gamma_{k+2} (|a_i| . |x| + |b_i|) + e_i max(1, |x|_inf)`` and
+    ``sigma_min(A*) >= sigma_min(A) - |E|_F``. For k = 3, ``sigma_min(A) >= |det A| / |A|_F^2`` (the product
+    of the singular values is ``|det A|``) with the determinant's rounding bound subtracted; for k >= 4, and
+    where the first ``k`` tight slots are (numerically) dependent, the smallest eigenvalue of ``A^T A`` over
+    all tight slots, less a rounding allowance of ``gamma_(2F+4k+8) |A|_F^2`` for forming and solving it (the
+    allowance is the assumed backward error of LAPACK's symmetric eigensolver, not a proven constant).
+    ``inf`` where no positive lower bound results (then every sign at that vertex is decided exactly)."""
+    n, k = X.shape
+    if n == 0:
+        return np.zeros(0)
+    first = np.argsort(~tight, axis=1, kind="stable")[:, :k]
+    rows = np.take_along_axis(planes, first[..., None], axis=1)  # (n, k, k+2)
+    A, b, e = rows[..., :k], rows[..., k], rows[..., k + 1]
+    big = np.maximum(1.0, np.abs(X).max(axis=1))
+    val = np.einsum("nfk,nk->nf", A, X) + b
+    rho = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(A), np.abs(X)) + np.abs(b)) + e * big[:, None]
+    rho = np.sqrt((rho**2).sum(axis=1)) * (1 + 1e-12)
+    out = np.full(n, np.inf)
+    if k == 3:
+        # the cofactor expansion: a sum of 6 products of 3 factors, off by at most gamma_5 times the sum of
+        # |products| (the permanent of |A|, at most the product of the row sums)
+        det = (
+            A[:, 0, 0] * (A[:, 1, 1] * A[:, 2, 2] - A[:, 1, 2] * A[:, 2, 1])
+            - A[:, 0, 1] * (A[:, 1, 0] * A[:, 2, 2] - A[:, 1, 2] * A[:, 2, 0])
+            + A[:, 0, 2] * (A[:, 1, 0] * A[:, 2, 1] - A[:, 1, 1] * A[:, 2, 0])
+        )
+        det_err = _gamma(5) * np.prod(np.abs(A).sum(axis=2), axis=1)
+        fro = np.sqrt((A**2).sum(axis=(1, 2)))
+        smin = (np.abs(det) - det_err) / np.maximum(fro, 1e-300) ** 2 * (1 - 1e-12)
+        smin -= np.sqrt((e**2).sum(axis=1)) * (1 + 1e-12)
+    else:
+        smin = np.zeros(n)  # k >= 4: always the eigenvalue bound below
+    ok = smin > 0
+    out[ok] = rho[ok] / smin[ok]
+    bad = np.flatnonzero(~ok & ((tight.sum(axis=1) > k) | (k > 3)))
+    if bad.size:
+        Wl = np.where(tight[bad, :, None], planes[bad, :, :k], 0.0)
+        b2 = np.where(tight[bad], planes[bad, :, k], 0.0)
+        e2 = np.where(tight[bad], planes[bad, :, k + 1], 0.0)
+        Xb = X[bad]
+        val = np.einsum("nfk,nk->nf", Wl, Xb) + b2
+        r2 = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(Wl), np.abs(Xb)) + np.abs(b2))
+        r2 = np.sqrt(((r2 + e2 * big[bad, None]) ** 2).sum(axis=1)) * (1 + 1e-12)
+        G = np.einsum("nfi,nfj->nij", Wl, Wl)
+        lam = np.linalg.eigvalsh(G)[:, 0] - _gamma(2 * tight.shape[1] + 4 * k + 8) * (Wl**2).sum(axis=(1, 2))
+        sm = np.sqrt(np.maximum(lam, 0.0)) - np.sqrt((e2**2).sum(axis=1)) * (1 + 1e-12)
+        good = sm > 0
+        out[bad[good]] = r2[good] / sm[good]
     return out
 
 
@@ -700,12 +787,24 @@ class _Engine:
         return out
 
     def signs(self, P: _Poly, par, w, plane_fid):
-        """Vertex values ``(n, M)`` and exact signs of hyperplanes ``w (n, k+1)`` on polytopes ``P``."""
-        s = np.einsum("nmk,nk->nm", P.V, w[:, :-1]) + w[:, -1:]
-        tol = SNAP * np.abs(w).sum(axis=1)
-        sg = (s > tol[:, None]).astype(np.int8) - (s < -tol[:, None]).astype(np.int8)
+        """Vertex values ``(n, M)`` and exact signs of hyperplanes ``w (n, k+2)`` (plane, coefficient error
+        bound) on polytopes ``P``. A float value is trusted when it exceeds its error bound: rounding of the
+        evaluation, the plane's coefficient error, and the vertex's distance to the exact vertex times the
+        plane's gradient (and at least ``SNAP`` of the plane's size); the rest are decided exactly."""
+        k = self.k
+        X, verr = P.V[..., :k], P.V[..., k]
+        wl, w0, werr = w[:, :k], w[:, k], w[:, k + 1]
+        s = np.einsum("nmk,nk->nm", X, wl) + w0[:, None]
+        big = np.maximum(1.0, np.abs(X).max(axis=2))
+        tol = (
+            _gamma(k + 2) * (np.einsum("nmk,nk->nm", np.abs(X), np.abs(wl)) + np.abs(w0)[:, None])
+            + werr[:, None] * big
+            + (np.sqrt((wl**2).sum(axis=1)) + werr)[:, None] * verr
+        ) * (1 + 1e-12)
+        tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
+        sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
         valid = np.arange(P.V.shape[1]) < P.nv[:, None]
-        amb_r, amb_v = np.nonzero((np.abs(s) <= tol[:, None]) & valid)
+        amb_r, amb_v = np.nonzero((np.abs(s) <= tol) & valid)
         if amb_r.size:
             # decide each distinct vertex once (padding repeats vertex 0, which is decided already)
             sg[amb_r, amb_v] = self.exact_signs(par[amb_r], P.inc[amb_r, amb_v], P.fid[amb_r], plane_fid[amb_r])
@@ -724,13 +823,23 @@ class _Engine:
     # -- driver --------------------------------------------------------------------------------------
 
     def run(self, ops, A):
+        """Apply ``ops`` to maps ``A``; ``self.E`` and ``self.hb`` (``(T, d)`` each) follow along: bounds, over
+        every region, on the l1 error of each entry's map coefficients and on their l1 size (standard forward
+        error analysis: an n-term sum of products is off by at most gamma_n times the sum of |terms|)."""
         chain = np.arange(self.st.n)
         for op in ops:
             if isinstance(op, Residual):
+                E0, hb0 = self.E, self.hb
                 A_b, par = self.run(op.body, A)
                 A = A[par] + A_b
+                self.E = E0 + self.E + _U * (hb0 + self.hb)
+                self.hb = hb0 + self.hb + self.E
             elif isinstance(op, Affine):
                 A = _affine(A, op)
+                aW = np.abs(op.W).T
+                bb = np.abs(op.b) if op.b.ndim == 2 else np.abs(op.b)[None, :]
+                self.E = self.E @ aW + _gamma(op.W.shape[1] + 1) * (self.hb @ aW + bb)
+                self.hb = self.hb @ aW + bb + self.E
                 par = None
                 self._tick()
             else:
@@ -755,7 +864,11 @@ class _Engine:
 
     # -- ReLU ----------------------------------------------------------------------------------------
 
-    def _sides(self, Af: np.ndarray, fam: _Family):
+    def _margin(self, scale, werr):
+        """What a ball test adds to ``|grad| rad``: coefficient error, rounding, and the SNAP hedge."""
+        return (werr + (_gamma(self.k + 2) + SNAP) * scale) * (1 + 1e-9)
+
+    def _sides(self, Af: np.ndarray, fam: _Family, werr: np.ndarray):
         """Per parent and unit: does the unit take strictly positive (pos) / negative (neg) values on it?"""
         st = self.st
         R0, c1, D = Af.shape
@@ -763,14 +876,16 @@ class _Engine:
         neg = np.empty((R0, D), bool)
         scale = np.abs(Af).sum(axis=1)
         sc = np.einsum("rk,rkd->rd", st.cen[:R0], Af[:, :-1]) + Af[:, -1]
-        reach = np.sqrt((Af[:, :-1] ** 2).sum(axis=1)) * st.rad[:R0, None] * (1 + 1e-9) + SNAP * scale
+        grad = np.sqrt((Af[:, :-1] ** 2).sum(axis=1)) + werr[None, :]
+        reach = grad * st.rad[:R0, None] * (1 + 1e-9) + self._margin(scale, werr[None, :])
         pos[:], neg[:] = sc > reach, sc < -reach
         p, j = np.nonzero(~(pos | neg))
         step = max(1, _CHUNK // max(1, st.M * c1))
         for lo in range(0, p.size, step):
             pp, jj = p[lo : lo + step], j[lo : lo + step]
             P = st.take(pp)
-            _, sg = self.signs(P, pp, Af[pp, :, jj], 2 * (fam.base + pp * D + jj))
+            w = np.concatenate([Af[pp, :, jj], werr[jj, None]], axis=1)
+            _, sg = self.signs(P, pp, w, 2 * (fam.base + pp * D + jj))
             pos[pp, jj] = np.any(sg > 0, axis=1)
             neg[pp, jj] = np.any(sg < 0, axis=1)
         return pos, neg
@@ -781,7 +896,8 @@ class _Engine:
         D = T * d
         Af = A.reshape(R0, c1, D)
         fam = self.family(R0 * D, "relu", D=D)
-        pos, neg = self._sides(Af, fam)
+        werr = self.E.reshape(D)
+        pos, neg = self._sides(Af, fam, werr)
         cross = pos & neg
         st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
         pp, jj = np.nonzero(cross)
@@ -795,7 +911,8 @@ class _Engine:
                 break
             par = anc[cand]
             j = jj[first[par] + t]
-            self._relu_round(cand, par, Af[par, :, j], j, 2 * (fam.base + par * D + j))
+            w = np.concatenate([Af[par, :, j], werr[j, None]], axis=1)
+            self._relu_round(cand, par, w, j, 2 * (fam.base + par * D + j))
             t += 1
         st.sort_by_parent()
         par = st.anc[: st.n]
@@ -805,12 +922,13 @@ class _Engine:
 
     def _relu_round(self, cand, par, w, j, fid):
         st = self.st
-        sc = np.einsum("nk,nk->n", st.cen[cand], w[:, :-1]) + w[:, -1]
-        tol = SNAP * np.abs(w).sum(axis=1)
-        reach = np.sqrt((w[:, :-1] ** 2).sum(axis=1)) * st.rad[cand] * (1 + 1e-9) + tol
+        k = self.k
+        sc = np.einsum("nk,nk->n", st.cen[cand], w[:, :k]) + w[:, k]
+        grad = np.sqrt((w[:, :k] ** 2).sum(axis=1)) + w[:, k + 1]
+        reach = grad * st.rad[cand] * (1 + 1e-9) + self._margin(np.abs(w[:, : k + 1]).sum(axis=1), w[:, k + 1])
         one = sc > reach
         near = np.flatnonzero(np.abs(sc) <= reach)
-        step = max(1, _CHUNK // max(1, st.M * (self.k + 1)))
+        step = max(1, _CHUNK // max(1, st.M * (k + 1)))
         for lo in range(0, near.size, step):
             nr = near[lo : lo + step]
             rows = cand[nr]
@@ -831,10 +949,13 @@ class _Engine:
 
     # -- argmax cells --------------------------------------------------------------------------------
 
-    def _argmax_unit(self, u: int, F_u: np.ndarray, act_u: np.ndarray, fam: _Family):
+    def _argmax_unit(self, u: int, F_u: np.ndarray, act_u: np.ndarray, fam: _Family, eF, hF):
         """Split every region into the argmax cells of its parent's pieces ``F_u (R0, k+1, kk)`` (allowed
-        pieces ``act_u (R0, kk)``) and write each region's winner into digit column ``u``."""
+        pieces ``act_u (R0, kk)``; ``eF, hF (kk,)`` bounds on the pieces' coefficient errors and sizes) and
+        write each region's winner into digit column ``u``."""
         st = self.st
+        # l1 error bound of f_a - f_b for every pair: both errors and the subtraction's rounding
+        pair_err = eF[:, None] + eF[None, :] + _U * (hF[:, None] + hF[None, :])
         n = st.n
         anc = st.anc[:n]
         Fa = F_u[anc]
@@ -844,8 +965,9 @@ class _Engine:
         r0 = np.argmax(sc, axis=1)
         g = np.take_along_axis(Fa, r0[:, None, None], axis=2) - Fa  # (n, k+1, kk)
         low = np.einsum("nk,nkj->nj", st.cen[:n], g[:, :-1]) + g[:, -1]
-        low -= np.sqrt((g[:, :-1] ** 2).sum(axis=1)) * st.rad[:n, None] * (1 + 1e-9)
-        low -= SNAP * np.abs(g).sum(axis=1)
+        ge = pair_err[r0]  # (n, kk)
+        low -= (np.sqrt((g[:, :-1] ** 2).sum(axis=1)) + ge) * st.rad[:n, None] * (1 + 1e-9)
+        low -= self._margin(np.abs(g).sum(axis=1), ge)
         beat = (low > 0) | ~act_u[anc]
         beat[np.arange(n), r0] = True
         settled = np.all(beat, axis=1)
@@ -854,9 +976,9 @@ class _Engine:
         cand = np.flatnonzero(~settled)
         step = max(1, 4096 // F_u.shape[2])
         for lo in range(0, cand.size, step):
-            self._argmax_cells(cand[lo : lo + step], u, F_u, act_u, fam)
+            self._argmax_cells(cand[lo : lo + step], u, F_u, act_u, fam, pair_err)
 
-    def _argmax_cells(self, cand, u, F_u, act_u, fam: _Family):
+    def _argmax_cells(self, cand, u, F_u, act_u, fam: _Family, pair_err):
         st = self.st
         kk = F_u.shape[2]
         par_c = st.anc[cand]
@@ -872,7 +994,7 @@ class _Engine:
             alive = np.ones(owner.size, bool)
             if live.size:
                 rl, jl, pl = r[live], j[live], pj[live]
-                g = F_u[pl, :, rl] - F_u[pl, :, jl]  # f_r - f_j >= 0 on r's cell
+                g = np.concatenate([F_u[pl, :, rl] - F_u[pl, :, jl], pair_err[rl, jl, None]], axis=1)  # f_r - f_j
                 a, b = np.minimum(rl, jl), np.maximum(rl, jl)
                 # side 0 of a pair's id is f_b - f_a >= 0, so r's cell is on side (r < j)
                 fidk = 2 * (fam.base + (pl * fam.U + u) * fam.P + _pair_index(a, b)) + (rl < jl)
@@ -907,8 +1029,10 @@ class _Engine:
         fam = self.family(R0 * U * (kk * (kk - 1) // 2), "argmax", U=U, P=kk * (kk - 1) // 2, k=kk)
         act = np.ones((R0, kk), bool)
         st.add_extra("digits", np.zeros((R0, U), np.int32))
+        eF, hF = self.E.reshape(U, kk), self.hb.reshape(U, kk)
         for u in range(U):
-            self._argmax_unit(u, F[:, u], act, fam)
+            self._argmax_unit(u, F[:, u], act, fam, eF[u], hF[u])
+        self.E, self.hb = eF.max(axis=1).reshape(T, n), hF.max(axis=1).reshape(T, n)
         st.sort_by_parent()
         dig = st.extra["digits"][: st.n].astype(np.int64)
         anc = st.anc[: st.n]
@@ -935,7 +1059,24 @@ class _Engine:
         F = np.zeros((R0, U, c1, T))
         quad = np.zeros((R0, U, k, k, T))
         VO = np.zeros((H, R0, c1, T, d))
+        # error bounds (see run): of the scores' affine parts per query and key, and of the outputs
+        eF, hF = np.zeros((U, T)), np.zeros((U, T))
+        E_att, hb_att = np.zeros(d), np.zeros(d)
+
+        def lin(E, hb, W):
+            aW = np.abs(W)
+            e = E @ aW + _gamma(W.shape[0] + 1) * (hb @ aW)
+            return e, hb @ aW + e
+
         for h in range(H):
+            eQ, hQ = lin(self.E, self.hb, op.Wq[h])
+            eK, hK = lin(self.E, self.hb, op.Wk[h])
+            dk = op.Wq[h].shape[1]
+            ef = 2 * (eQ @ hK.T + hQ @ eK.T + eQ @ eK.T) + 2 * _gamma(2 * dk + 2) * (hQ @ hK.T)
+            eF[h * T : (h + 1) * T], hF[h * T : (h + 1) * T] = ef, 2 * hQ @ hK.T + ef
+            eV, hV = lin(*lin(self.E, self.hb, op.Wv[h]), op.Wo[h])
+            E_att += eV.max(axis=0) + (T + 2 + H) * _U * hV.max(axis=0)
+            hb_att += hV.max(axis=0)
             Q = A @ op.Wq[h]  # (R0, c1, T, dk)
             K = A @ op.Wk[h]
             VO[h] = (A @ op.Wv[h]) @ op.Wo[h]
@@ -960,7 +1101,7 @@ class _Engine:
         st.add_extra("digits", np.zeros((R0, U), np.int32))
         for uq in range(U):
             if rep[uq] == uq:
-                self._argmax_unit(uq, F[:, uq], act[:, uq], fam)
+                self._argmax_unit(uq, F[:, uq], act[:, uq], fam, eF[uq], hF[uq])
         st.extra["digits"][: st.n] = st.extra["digits"][: st.n][:, rep]
         st.sort_by_parent()
         dig = st.extra["digits"][: st.n].astype(np.int64)
@@ -986,6 +1127,8 @@ class _Engine:
                         val[many] = np.einsum("rj,rjcd->rcd", wts, VOt[anc[many]])
                     done[key] = val
                 out[:, :, i, :] += done[key]
+        self.E = np.broadcast_to(E_att, (T, d)).copy()
+        self.hb = np.broadcast_to(hb_att + E_att, (T, d)).copy()
         return out, ("digits", U, dig.astype(np.uint8 if T <= 256 else np.int32))
 
 
@@ -1028,11 +1171,11 @@ def _cube(k: int) -> _Store:
     bits = np.zeros((n, F), bool)
     bits[:, 0::2] = corners < 0
     bits[:, 1::2] = corners > 0
-    st.V = corners[None].copy()
+    st.V = np.concatenate([corners, np.zeros((n, 1))], axis=1)[None]  # the corners are exact
     st.inc = _pack(bits, W)[None]
     st.nv = np.array([n])
     st.fid = (2 * np.arange(F))[None].astype(np.int64)
-    fpl = np.zeros((F, k + 1))
+    fpl = np.zeros((F, k + 2))  # exact planes: error column 0
     fpl[0::2, :k] = np.eye(k)
     fpl[1::2, :k] = -np.eye(k)
     fpl[:, k] = 1.0
@@ -1073,19 +1216,24 @@ def partition_space(
     A[0, k] = xc
     st = _cube(k)
     eng = _Engine(program, st, _Exact(program, x0, V, lo, hi), progress, max_regions)
+    # the float input maps against the exact x = x0 + V (c + h u): c, h, V h and x0 + V c each round
+    q = program.input_dim
+    size = np.abs(V) @ (np.abs(c) + np.abs(h)) + np.abs(x0)
+    eng.E = np.broadcast_to(_gamma(2 * k + 6) * size, (T, q)).copy()
+    eng.hb = np.broadcast_to(np.abs(A[0]).sum(axis=0)[0] + eng.E[0], (T, q)).copy()
     A, _ = eng.run(program.ops, A)
     st = eng.st
     n = st.n
     valid = np.arange(st.M) < st.nv[:n, None]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(st.nv[:n], out=offsets[1:])
-    verts = c + h * st.V[:n][valid]
+    verts = c + h * st.V[:n][valid][:, :k]
     inc = st.inc[:n][valid]
     Mn = A[:, :, program.out_token, :].transpose(0, 2, 1)  # (R, out, k+1) in normalised u
     maps = np.empty_like(Mn)
     maps[..., :k] = Mn[..., :k] / h
     maps[..., k] = Mn[..., k] - (Mn[..., :k] * (c / h)).sum(axis=-1)
-    fpl = st.fpl[:n].copy()
+    fpl = st.fpl[:n, :, : k + 1].copy()
     planes = np.empty_like(fpl)
     planes[..., :k] = fpl[..., :k] / h
     planes[..., k] = fpl[..., k] - (fpl[..., :k] * (c / h)).sum(axis=-1)

@@ -205,6 +205,15 @@ def test_four_dimensional_box_and_three_dimensional_slice():
 # ---- degenerate input ----------------------------------------------------------------------------------
 
 
+def test_no_size_threshold_a_region_of_volume_1e_33_counts():
+    # x = 0, x = 1e-9 y and y = 1e-12: three vertical planes in general position, every crossing inside the
+    # box, so 7 regions; one is a prism over a triangle of legs 1e-21 and 1e-12 (volume 1e-33)
+    P = partition_space(mlp([[1, 0, 0], [1, -1e-9, 0], [0, 1, 0]], [0, 0, -1e-12]), BOX3)
+    assert P.n_regions == 7
+    assert P.exact_decisions > 0  # far below float resolution: decided in rational arithmetic
+    np.testing.assert_allclose(np.sort(P.volumes)[0], 1e-33, rtol=1e-6)
+
+
 def test_pencil_of_planes_through_a_line():
     th = np.pi * np.arange(5) / 5
     P = partition_space(mlp(np.stack([np.cos(th), np.sin(th), 0 * th], 1), np.zeros(5)), BOX3)

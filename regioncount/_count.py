@@ -73,13 +73,12 @@ def count_regions(
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
     ``method="sample"``: distinct codes on a grid or random points (a lower bound; adds ``samples``, ``f1``,
-    ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``max_regions`` caps an exact partition (below what
-    ``memory_cap`` allows). ``method="line"``: exact pieces along a
+    ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
     :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, the
     exact space partition for a box of dimension >= 3 or an :class:`AffineSlice` (adds ``dimension`` and
     ``exact_decisions``, the vertex signs decided in rational arithmetic), or the line engine on a 1D box /
-    segment. Always present: ``regions``, ``linear_regions`` (None where not
-    computed), ``method``, ``exact``, ``seconds``, ``kind``.
+    segment; ``max_regions`` caps an exact partition below what ``memory_cap`` allows. Always present:
+    ``regions``, ``linear_regions`` (None where not computed), ``method``, ``exact``, ``seconds``, ``kind``.
     """
     if method not in METHODS:
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")

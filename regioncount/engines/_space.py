@@ -538,21 +538,19 @@ class _Exact:
 
     def output(self, code_rows: list) -> np.ndarray:
         """The exact maps ``(k+1, T, d_out)`` after every op, on the region with code ``code_rows``."""
-        return self._run(self.program.ops, self.A0, code_rows, -1, {"s": 0}, [])
+        return self._run(self.program.ops, self.A0, code_rows, -1, {"s": 0})
 
     def maps(self, code_rows: list, split: int):
-        box: list = []
-        state = {"s": 0}
         try:
-            self._run(self.program.ops, self.A0, code_rows, split, state, box)
+            self._run(self.program.ops, self.A0, code_rows, split, {"s": 0})
         except _Found as f:
             return f.A
         raise AssertionError("splitting op not reached")
 
-    def _run(self, ops, A, code_rows, split, state, box):
+    def _run(self, ops, A, code_rows, split, state):
         for op in ops:
             if isinstance(op, Residual):
-                A = A + self._run(op.body, A, code_rows, split, state, box)
+                A = A + self._run(op.body, A, code_rows, split, state)
             elif isinstance(op, Affine):
                 Wt, b = self._weights(op)
                 A = np.einsum("ctd,de->cte", A, Wt)

@@ -3,8 +3,8 @@
 Every row builds a network that is meant to attain a lower bound (ReLU and Maxout products in R^2, the
 Thm 4.4 transformer of Gu, Yang, Zhou 2026, arXiv 2603.03084), counts its activation regions on a box that
 holds all its breakpoints, and prints the count beside the bound, the construction's own closed form and
-the time taken (build + count, one cold run). Counts are exact (``plane`` engine for 2 inputs, ``line``
-engine for 1) except where the input dimension is 3: those rows are sampled and marked as lower bounds.
+the time taken (build + count, one cold run). Counts are exact: ``line`` engine for 1 input, ``plane``
+for 2, ``space`` (polytopes) for 3.
 
     python benchmarks/bounds_table.py                    # the table
     python benchmarks/bounds_table.py --quick            # skip the slowest rows
@@ -27,7 +27,7 @@ from _machine import machine
 from regioncount._domain import Box, Segment
 from regioncount.engines._line import walk_line
 from regioncount.engines._plane import partition_plane
-from regioncount.engines._sample import count_sampled
+from regioncount.engines._space import partition_space
 from regioncount.theory import (
     bound_attaining_transformer,
     maxout_lower,
@@ -41,7 +41,6 @@ from regioncount.theory import (
 )
 
 LO, HI = -1.0, 2.0  # the box [-1, 2]^n0 holds every crossing of the product constructions (DESIGN §5)
-SAMPLE_GRID = 100  # points per axis for the rows that cannot be counted exactly (q = 3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,9 +117,13 @@ def rows() -> list[Row]:
         transformer_row(1, 2, 2, 6),
         transformer_row(4, 3, 2, 6, slow=True),
         transformer_row(2, 3, 3, 6, slow=True),
+        # n0 = 3 (space engine): the product constructions and Thm 4.4 in both layouts
+        relu_row((9, 4), n0=3),
+        maxout_row((6, 6), n0=3, slow=True),
         # the same constructions in the compact layout: L + 1 blocks instead of 3L
         transformer_row(1, 2, 2, 6, layout="compact"),
         transformer_row(4, 3, 2, 6, layout="compact", slow=True),
+        transformer_row(2, 3, 3, 6, layout="compact", slow=True),
         # DESIGN §4's caveat: p = floor(mT/q) odd with T >= 3, the construction falls short of the formula
         transformer_row(1, 3, 1, 6),
         transformer_row(2, 3, 2, 6),
@@ -133,15 +136,7 @@ def count(net, n0: int) -> dict:
         return {"count": walk_line(net, Segment(box.lo, box.hi)).activation_pieces, "method": "line", "exact": True}
     if n0 == 2:
         return {"count": partition_plane(net, box).n_regions, "method": "plane", "exact": True}
-    s = count_sampled(net, box, grid=SAMPLE_GRID)
-    return {
-        "count": s.regions,
-        "method": f"sample, grid {SAMPLE_GRID}^{n0}",
-        "exact": False,
-        "lower_bound": True,
-        "chao1": s.chao1,
-        "samples": s.samples,
-    }
+    return {"count": partition_space(net, box).n_regions, "method": "space", "exact": True}
 
 
 def measure(row: Row) -> dict:
@@ -182,7 +177,7 @@ def render(results: list[dict]) -> str:
     lines.append("")
     lines.append(
         "bound: the lower bound the construction targets; formula: the construction's own closed form; count: exact "
-        "activation regions on [-1, 2]^n0 (plane: 2 inputs, line: 1 input), '>=' a sampled lower bound (3 inputs)."
+        "activation regions on [-1, 2]^n0 (line: 1 input, plane: 2, space: 3)."
     )
     for r in results:
         if r.get("upper") is not None:
@@ -192,14 +187,12 @@ def render(results: list[dict]) -> str:
                 f"  {r['name']} {r['params']}: p = floor(mT/q) odd with T >= 3, the construction cannot attain the bound "
                 "(DESIGN §4 caveat); its count is compared with its own formula"
             )
-        if r.get("chao1") is not None:
-            lines.append(f"  {r['name']} {r['params']}: sampled {r['samples']:,} points, Chao1 {r['chao1']:,.0f}")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="skip the slowest rows (tens of thousands of regions, q = 3)")
+    ap.add_argument("--quick", action="store_true", help="skip the slowest rows (tens of thousands of regions)")
     ap.add_argument("--json", default=None, metavar="FILE", help="write the rows and the machine as JSON to FILE")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ The public surface; everything else lives in private modules.
 
 from . import _config  # noqa: F401  (float64 everywhere)
 from ._count import count_regions as count_regions
-from ._domain import Box as Box, Segment as Segment, Slice as Slice
+from ._domain import AffineSlice as AffineSlice, Box as Box, Segment as Segment, Slice as Slice
 from ._errors import (
     CertificateError as CertificateError,
     CurvedBoundaryError as CurvedBoundaryError,
@@ -27,6 +27,7 @@ from .engines import (
     count_sampled as count_sampled,
     forward_codes as forward_codes,
     partition_plane as partition_plane,
+    partition_space as partition_space,
     walk_line as walk_line,
 )
 from .networks import (
@@ -49,7 +50,7 @@ from .relations import (
     retrieval_error as retrieval_error,
     retrieval_partition as retrieval_partition,
 )
-from .results import Partition as Partition, certify as certify
+from .results import Partition as Partition, Polytopes as Polytopes, certify as certify
 from .theory import (
     BOUNDS as BOUNDS,
     bound_attaining_transformer as bound_attaining_transformer,

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ._domain import Box, Segment, Slice
+from ._domain import AffineSlice, Box, Segment, Slice
 from ._errors import CertificateError, MemoryCapError, RegionCountError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
@@ -14,6 +14,8 @@ METHODS = ("exact", "line", "sample")
 #: Peak resident bytes per region of the plane engine, measured (benchmarks/README.md: 10^6 regions in
 #: 1.5 GB); sets the region cap that keeps an exact 2D run under the memory cap.
 PLANE_BYTES_PER_REGION = 1536
+#: The same for the space engine (q >= 3), measured in benchmarks/exact3d_speed.py (benchmarks/README.md).
+SPACE_BYTES_PER_REGION = 12288
 
 
 def region_kind(net) -> str:
@@ -31,6 +33,31 @@ def default_segment(box: Box) -> Segment:
     return Segment(box.lo, box.hi)
 
 
+def _lower_slice(domain: AffineSlice):
+    """A 1D or 2D :class:`AffineSlice` as the :class:`Segment` or :class:`Slice` the line and plane engines take."""
+    if domain.dim == 1:
+        x0, U = domain.input_map()
+        return Segment(x0 + U[:, 0] * domain.lo[0], x0 + U[:, 0] * domain.hi[0])
+    return Slice(domain.x0, domain.U[:, 0], domain.U[:, 1], domain.lo, domain.hi)
+
+
+def _region_limit(cap: int, per_region: int, max_regions: int | None) -> int:
+    limit = max(1, cap // per_region)
+    return limit if max_regions is None else min(limit, int(max_regions))
+
+
+def _cap_error(cap: int, limit: int, max_regions: int | None) -> MemoryCapError:
+    if max_regions is not None and limit == max_regions:
+        return MemoryCapError(
+            f"the exact partition passed max_regions={limit:,} regions: raise --max-regions, shrink the domain, "
+            "or use --method sample"
+        )
+    return MemoryCapError(
+        f"the exact partition passed {limit:,} regions, about what fits in the {cap / 2**30:.2f} GiB memory cap: "
+        "raise --memory-cap, shrink the domain, or use --method sample"
+    )
+
+
 def count_regions(
     net,
     domain,
@@ -40,6 +67,7 @@ def count_regions(
     samples: int | None = None,
     seed: int = 0,
     memory_cap: int | None = None,
+    max_regions: int | None = None,
     progress=None,
     certify: bool = False,
 ) -> dict:
@@ -47,13 +75,15 @@ def count_regions(
 
     ``method="sample"``: distinct codes on a grid or random points (a lower bound; adds ``samples``, ``f1``,
     ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
-    :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, or
-    the line engine on a 1D box / segment. Always present: ``regions``, ``linear_regions`` (None where not
-    computed), ``method``, ``exact``, ``seconds``, ``kind``. An exact 2D count adds ``predicates`` (vertex
-    sign tests), ``exact_predicates`` (those decided in exact rational arithmetic), ``assumed_identities``
-    (attention ties or straight boundaries taken from equal floats; ``exact`` is false unless 0) and
-    ``smallest_area``; with ``certify=True`` also ``certificate`` (see :func:`regioncount.results.certify`),
-    and a failed check raises :class:`CertificateError`.
+    :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, the
+    exact space partition for a box of dimension >= 3 or an :class:`AffineSlice` (adds ``dimension`` and
+    ``exact_decisions``, the vertex signs decided in rational arithmetic), or the line engine on a 1D box /
+    segment; ``max_regions`` caps an exact partition below what ``memory_cap`` allows. Always present:
+    ``regions``, ``linear_regions`` (None where not computed), ``method``, ``exact``, ``seconds``, ``kind``.
+    An exact 2D count adds ``predicates`` (vertex sign tests), ``exact_predicates`` (those decided in exact
+    rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
+    floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
+    (see :func:`regioncount.results.certify`), and a failed check raises :class:`CertificateError`.
     """
     if certify and method != "exact":
         raise RegionCountError("certify applies to exact 2D counts (method 'exact')")
@@ -82,6 +112,8 @@ def count_regions(
     else:
         if isinstance(domain, Box) and domain.dim == 1:
             domain = Segment(domain.lo, domain.hi)
+        if isinstance(domain, AffineSlice) and domain.dim <= 2:
+            domain = _lower_slice(domain)
         if method == "line" and isinstance(domain, Box):
             domain = default_segment(domain)
         if isinstance(domain, Segment):
@@ -103,14 +135,11 @@ def count_regions(
             from .engines._sample import DEFAULT_MEMORY_CAP
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
-            max_regions = max(1, cap // PLANE_BYTES_PER_REGION)
+            limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
             try:
-                part = partition_plane(net, domain, progress=progress, max_regions=max_regions)
+                part = partition_plane(net, domain, progress=progress, max_regions=limit)
             except MemoryCapError:
-                raise MemoryCapError(
-                    f"the exact partition passed {max_regions:,} regions, about what fits in the "
-                    f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
-                ) from None
+                raise _cap_error(cap, limit, max_regions) from None
             st = part.stats
             out = {
                 "regions": int(part.n_regions),
@@ -129,10 +158,26 @@ def count_regions(
                     failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if not v["passed"]]
                     raise CertificateError("the certificate failed: " + "; ".join(failed))
             out.update(method=method, exact=st["assumed"] == 0, kind=kind)
+        elif method == "exact" and (isinstance(domain, AffineSlice) or domain.dim >= 3):
+            from .engines._sample import DEFAULT_MEMORY_CAP
+            from .engines._space import partition_space
+
+            cap = memory_cap or DEFAULT_MEMORY_CAP
+            limit = _region_limit(cap, SPACE_BYTES_PER_REGION, max_regions)
+            try:
+                part = partition_space(net, domain, progress=progress, max_regions=limit)
+            except MemoryCapError:
+                raise _cap_error(cap, limit, max_regions) from None
+            out = {
+                "regions": int(part.n_regions),
+                "linear_regions": int(part.linear_regions()),
+                "dimension": part.k,
+                "exact_decisions": part.exact_decisions,
+            }
         else:
             raise RegionCountError(
-                f"exact counting needs a 1D or 2D domain but the box is {domain.dim}D: give a 2D slice "
-                "(--origin/--dir1/--dir2), use --method line along a segment, or --method sample"
+                f"exact counting of a {type(domain).__name__} of dimension {domain.dim} is not supported: give a box, "
+                "a slice (--origin with --dir1/--dir2 or repeated --dir), a segment, or use --method sample"
             )
         out.setdefault("exact", True)
         out.update(method=method, kind=kind)

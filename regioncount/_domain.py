@@ -126,9 +126,6 @@ class Segment(_AffineDomain):
         return self.a, (self.b - self.a)[:, None]
 
 
-Domain = Box | Slice | Segment
-
-
 def slice_through(points, margin: float = 0.75) -> tuple[Slice, np.ndarray]:
     """The plane through three data points ``points (3, q)`` as a :class:`Slice` over ``[-1, 1]^2``.
 
@@ -153,3 +150,39 @@ def slice_through(points, margin: float = 0.75) -> tuple[Slice, np.ndarray]:
     v1, v2 = d1 / n1 * s, e2 / np.linalg.norm(e2) * s
     uv = np.stack([(P - c) @ v1, (P - c) @ v2], axis=1) / (s * s)
     return Slice(c, v1, v2, (-1.0, -1.0), (1.0, 1.0)), uv
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AffineSlice(_RectangleParams):
+    """The ``k``-dimensional slice ``x = x0 + U v`` over the box ``[lo, hi]`` in ``v`` (``U (q, k)``, rank ``k``).
+
+    A 2D slice is :class:`Slice`; this is its sibling for ``k >= 1`` directions (exact counts for ``k >= 3``
+    come from the ``space`` engine)."""
+
+    x0: np.ndarray
+    U: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __init__(self, x0, U, lo=0.0, hi=1.0):
+        x0 = _vec(x0)
+        Um = np.asarray(U, dtype=np.float64)
+        if Um.ndim != 2 or Um.shape[0] != x0.shape[0] or not np.all(np.isfinite(Um)):
+            raise DomainError(f"slice directions must be a finite ({x0.shape[0]}, k) matrix, got shape {Um.shape}")
+        if np.linalg.matrix_rank(Um) < Um.shape[1]:
+            raise DomainError("slice directions are linearly dependent: the slice has zero volume")
+        box = Box(lo, hi, Um.shape[1])
+        if box.dim != Um.shape[1]:
+            raise DomainError(f"the slice has {Um.shape[1]} directions but its box has {box.dim} coordinates")
+        for name, val in (("x0", x0), ("U", Um.copy()), ("lo", box.lo), ("hi", box.hi)):
+            object.__setattr__(self, name, val)
+
+    @property
+    def dim(self) -> int:
+        return int(self.U.shape[1])
+
+    def input_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.x0, self.U
+
+
+Domain = Box | Slice | AffineSlice | Segment

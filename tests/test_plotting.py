@@ -436,7 +436,8 @@ def test_cli_plot_extras(capsys, tmp_path, model):
 def test_cli_plot_sampled_and_slice(capsys, tmp_path):
     path = tmp_path / "m3.npz"
     save_model(random_mlp(3, [5], seed=0), path)
-    code, _, err = run(capsys, "plot", path, "--out", tmp_path / "a.png")
+    # without a slice a 3-input model gets cross-sections (tests/test_space.py); --layers needs one 2D domain
+    code, _, err = run(capsys, "plot", path, "--out", tmp_path / "a.png", "--layers")
     assert code == 1 and "slice" in one_error_line(err)
     assert not (tmp_path / "a.png").exists()
     out = tmp_path / "s.png"

@@ -113,10 +113,20 @@ def plot(
     graphml: Annotated[
         Path | None, typer.Option(help="Also write the region graph as GraphML (nodes: area, code; edges: neighbours).")
     ] = None,
+    sections: Annotated[
+        int,
+        typer.Option(
+            help="A model with 3 or more inputs and no slice: draw this many cross-sections x_axis = value of the "
+            "box [LO, HI]^q, spanned by two other inputs; the title gives the exact count of the whole box."
+        ),
+    ] = 3,
+    section_axis: Annotated[
+        int | None, typer.Option(help="Input (1-based) held fixed in each cross-section (default: the last).")
+    ] = None,
 ):
     """Draw the regions of a model on a 2D box or slice: neighbours never share a colour, boundaries drawn.
 
-    Exact (plane engine) where possible, else sampled and labelled so. --stats, --graph and --graphml need the exact partition. For the output along a segment use `regioncount plot-line`.
+    Exact (plane engine) where possible, else sampled and labelled so. --stats, --graph and --graphml need the exact partition. A model with 3 or more inputs and no slice gets labelled cross-sections of its box (--sections). For the output along a segment use `regioncount plot-line`.
     """  # noqa: E501  (one line per paragraph: --help rewraps it)
     fmt = _image_format(out, "--out")
     extra = {"stats": stats, "graph": graph}
@@ -143,6 +153,42 @@ def plot(
     if need_exact and (sampled or grid is not None):
         fail("--stats, --graph and --graphml need the exact partition: drop --sampled/--grid", 2)
 
+    def _sections(net):
+        from regioncount._errors import CurvedBoundaryError, MemoryCapError
+        from regioncount.engines._space import partition_space
+        from regioncount.plotting import figure_bytes, figure_sections
+
+        if layers or need_exact or linear:
+            raise RegionCountError(
+                "--layers, --linear, --stats, --graph and --graphml draw one 2D domain: give a slice with "
+                "--origin, --dir1 and --dir2"
+            )
+        if sections < 1:
+            raise RegionCountError(f"--sections must be at least 1, got {sections}")
+        if section_axis is not None and not 1 <= section_axis <= net.input_dim:
+            raise RegionCountError(f"--section-axis must be in 1..{net.input_dim}, got {section_axis}")
+        box3 = Box(box[0], box[1], net.input_dim)
+        solid = None
+        if not sampled and grid is None:
+            try:
+                solid = partition_space(net, box3, max_regions=max_regions)
+            except (CurvedBoundaryError, MemoryCapError):
+                solid = None
+        axis = None if section_axis is None else section_axis - 1
+        fig, info = figure_sections(
+            net,
+            box3,
+            count=sections,
+            axis=axis,
+            solid=solid,
+            levels=levels,
+            zero=zero,
+            sampled=sampled,
+            grid=grid,
+            max_regions=max_regions,
+        )
+        return info, {out: figure_bytes(fig, fmt, dpi)}, None
+
     def run():
         from regioncount.plotting import (
             figure_bytes,
@@ -153,6 +199,8 @@ def plot(
         )
 
         net = load_network(model)
+        if net.input_dim >= 3 and origin is None and dir1 is None and dir2 is None and through is None:
+            return _sections(net)
         points = None
         if through is not None:
             if origin is not None or dir1 is not None or dir2 is not None:

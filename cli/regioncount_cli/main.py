@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -44,13 +45,21 @@ build_app = typer.Typer(
 app.add_typer(build_app, name="build")
 
 
-def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end):
+def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, dirs=None):
     if lo >= hi:
         raise DomainError(f"LO must be below HI, got LO={lo}, HI={hi}")
     if start is not None or end is not None:
         if start is None or end is None:
             raise DomainError("give both --from and --to for a segment")
         return Segment(start, end)
+    if dirs:
+        from regioncount._domain import AffineSlice
+
+        if origin is None or dir1 is not None or dir2 is not None:
+            raise DomainError("a slice with --dir needs --origin and no --dir1/--dir2")
+        if len({len(d) for d in dirs} | {len(origin)}) != 1:
+            raise DomainError("--origin and every --dir must have the same number of entries")
+        return AffineSlice(origin, np.array(dirs).T, lo, hi)
     return slice_from_options(lo, hi, origin, dir1, dir2) or Box(lo, hi, net_dim)
 
 
@@ -60,7 +69,7 @@ def count(
     method: Annotated[
         str,
         typer.Option(
-            help="exact: exact 2D partition (or exact 1D for one input); line: exact pieces along a segment; sample: distinct codes of sampled points, a lower bound."
+            help="exact: exact partition of the box or slice (any dimension: 1D pieces, 2D polygons, polytopes for 3 or more); line: exact pieces along a segment; sample: distinct codes of sampled points, a lower bound."
         ),
     ] = "exact",
     box: Annotated[
@@ -79,6 +88,13 @@ def count(
     dir2: Dir2Opt = None,
     through: ThroughOpt = None,
     decision: DecisionOpt = False,
+    dirs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dir",
+            help="Slice direction, comma-separated; repeat it for a k-dimensional slice x = origin + v1 dir + v2 dir + ... over [LO, HI]^k (with --origin).",
+        ),
+    ] = None,
     start: Annotated[
         str | None,
         typer.Option("--from", help="Segment start, comma-separated (line method; default: the box diagonal)."),
@@ -87,9 +103,13 @@ def count(
     memory_cap: Annotated[
         float,
         typer.Option(
-            help="Memory cap in GiB: bounds the distinct-code table of a sampled count and the regions of an exact 2D partition."
+            help="Memory cap in GiB: bounds the distinct-code table of a sampled count and the regions of an exact partition."
         ),
     ] = 4.0,
+    max_regions: Annotated[
+        int | None,
+        typer.Option(help="Stop an exact partition (2 or more dimensions) once it passes this many regions."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     out: Annotated[
         Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
@@ -111,7 +131,7 @@ def count(
         ),
     ] = False,
 ):
-    """Count the regions of a model on a box, a 2D slice or a segment."""
+    """Count the regions of a model on a box, a slice (2D or k-dimensional) or a segment."""
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}", 2)
     if grid is not None and samples is not None:
@@ -150,6 +170,7 @@ def count(
                 vector_arg(dir2, "--dir2", net),
                 parse_vector(start, "--from"),
                 parse_vector(end, "--to"),
+                [parse_vector(d, "--dir") for d in dirs or []],
             )
         if decision:
             from regioncount._decide import count_decisions
@@ -165,10 +186,13 @@ def count(
                 samples=samples,
                 seed=seed,
                 memory_cap=int(memory_cap * 2**30),
+                max_regions=max_regions,
                 progress=bar,
                 certify=certify,
             )
 
+    if max_regions is not None and max_regions < 1:
+        fail(f"--max-regions must be positive, got {max_regions}", 2)
     res = guarded(run)
     res["model"] = str(model)
     if out is not None:

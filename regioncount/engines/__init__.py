@@ -1,5 +1,5 @@
-"""Engines: ``sample`` (JAX, lower bounds), ``line`` (exact 1D) and ``plane`` (exact 2D). Each implements
-every op of the vocabulary in ``networks/_ops.py`` once."""
+"""Engines: ``sample`` (JAX, lower bounds), ``line`` (exact 1D), ``plane`` (exact 2D) and ``space`` (exact in
+3 or more dimensions). Each implements every op of the vocabulary in ``networks/_ops.py`` once."""
 
 from ._forward import forward_codes as forward_codes
 from ._line import LinePieces as LinePieces, walk_line as walk_line
@@ -10,3 +10,4 @@ from ._sample import (
     count_sampled_prefixes as count_sampled_prefixes,
     grid_codes as grid_codes,
 )
+from ._space import partition_space as partition_space

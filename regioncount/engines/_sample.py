@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._domain import Box, Segment, Slice
+from .._domain import AffineSlice, Box, Segment, Slice
 from .._errors import DomainError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Attention, code_length
@@ -126,7 +126,7 @@ def _grid_points(start: int, n: int, grid: int, lo: np.ndarray, step: np.ndarray
 
 
 def _param_box(domain):
-    if isinstance(domain, (Box, Slice, Segment)):
+    if isinstance(domain, (Box, Slice, AffineSlice, Segment)):
         return domain.param_lo, domain.param_hi
     raise DomainError(f"unknown domain {domain!r}")
 

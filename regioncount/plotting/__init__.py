@@ -27,3 +27,4 @@ from ._regions import (
     truncations as truncations,
 )
 from ._retrieval import figure_retrieval as figure_retrieval, plot_retrieval as plot_retrieval
+from ._sections import axis_sections as axis_sections, figure_sections as figure_sections

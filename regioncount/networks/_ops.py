@@ -30,7 +30,34 @@ SIGMAS = ("hardmax", "relu", "softmax")
 
 
 def _pytree(cls, data: tuple[str, ...], meta: tuple[str, ...]):
-    return jax.tree_util.register_dataclass(cls, data_fields=list(data), meta_fields=list(meta))
+    """Register the frozen dataclass ``cls`` as a pytree with leaves ``data`` and static ``meta`` fields.
+
+    Unflatten builds the instance field by field without calling ``__init__``/``__post_init__`` (as
+    equinox does): validation and the read-only float64 copies belong to construction by the user, and
+    re-running them on tracers inside ``jax.jit``/``jax.grad`` would try to convert tracers to NumPy.
+    """
+    data, meta = tuple(data), tuple(meta)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if set(data) | set(meta) != fields or set(data) & set(meta):
+        raise TypeError(f"{cls.__name__}: pytree fields {data} + {meta} must partition {sorted(fields)}")
+    keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
+
+    def flatten_with_keys(obj):
+        return [(k, getattr(obj, n)) for k, n in zip(keys, data)], tuple(getattr(obj, n) for n in meta)
+
+    def flatten(obj):
+        return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)
+
+    def unflatten(aux, children):
+        obj = object.__new__(cls)
+        for name, value in zip(data, children):
+            object.__setattr__(obj, name, value)
+        for name, value in zip(meta, aux):
+            object.__setattr__(obj, name, value)
+        return obj
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    return cls
 
 
 def as_f64(a) -> np.ndarray:

@@ -159,3 +159,26 @@ def test_adjacency_across_coincident_argmax_boundaries():
     untagged = Partition(part.domain, part.vertices, part.offsets, part.maps, part.areas, part.codes)
     np.testing.assert_array_equal(part.adjacency(), untagged.adjacency())
     assert nx.is_connected(part.to_networkx())
+
+
+def test_partition_arrays_are_read_only_copies_and_caches_cannot_go_stale():
+    part = partition_plane(random_mlp(2, [6, 6], seed=4), Box(-1, 1, 2))
+    adjacency, codes, linear = part.adjacency().copy(), part.codes.copy(), part.linear_regions()
+    for arr in (part.vertices, part.offsets, part.maps, part.areas, part.edge_tags, part.codes, part.adjacency()):
+        with pytest.raises(ValueError, match="read-only"):
+            arr.flat[0] = arr.flat[0] + 1
+    with pytest.raises(ValueError, match="read-only"):
+        part.polygon(0)[0, 0] = 9.0
+    with pytest.raises(AttributeError, match="cannot be reassigned"):
+        part.vertices = part.vertices[::-1]
+    with pytest.raises(AttributeError, match="cannot be reassigned"):
+        part.codes = codes[::-1]
+    # a partition built from caller's arrays copies them: later writes by the caller change nothing
+    verts, maps = part.vertices.copy(), part.maps.copy()
+    other = Partition(part.domain, verts, part.offsets, maps, part.areas, part.codes, edge_tags=part.edge_tags)
+    verts[:] = 0.0
+    maps[:] = 0.0
+    np.testing.assert_array_equal(other.vertices, part.vertices)
+    np.testing.assert_array_equal(other.adjacency(), adjacency)
+    assert other.linear_regions() == linear
+    np.testing.assert_array_equal(other.codes, codes)

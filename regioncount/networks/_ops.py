@@ -130,15 +130,20 @@ _pytree(Residual, ("body",), ())
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Program:
-    """A lowered network: ``tokens`` rows, ``ops`` in order, output row ``out_token``."""
+    """A lowered network: ``tokens`` rows, ``ops`` in order, output row ``out_token``.
+
+    ``valid_box = ((lo...), (hi...))`` is the input box a compiled model is exact on (None: everywhere);
+    lowering keeps it, so every engine refuses a domain outside it (:func:`check_domain`).
+    """
 
     tokens: int
     input_dim: int
     ops: tuple
     out_token: int = 0
+    valid_box: tuple | None = None
 
 
-_pytree(Program, ("ops",), ("tokens", "input_dim", "out_token"))
+_pytree(Program, ("ops",), ("tokens", "input_dim", "out_token", "valid_box"))
 
 
 def walk_widths(program: Program) -> list[tuple[Op, int, int]]:

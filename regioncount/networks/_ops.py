@@ -15,16 +15,18 @@ discrete decisions to the activation code in a fixed layout (see :func:`code_len
   masked entries 0); with ``sigma="softmax"`` nothing (it is smooth);
 - :class:`Residual` records what its body records.
 
-Arrays are NumPy float64 and never change after construction. The dataclasses are JAX pytrees,
-so programs pass through ``jax.jit`` as arguments.
+Arrays are NumPy float64 and never change after construction. The dataclasses are JAX pytrees
+(registered when JAX is imported; this module does not import it), so programs pass through ``jax.jit``
+and ``jax.grad`` as arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import jax
 import numpy as np
+
+from .._config import when_jax_imported
 
 SIGMAS = ("hardmax", "relu", "softmax")
 
@@ -40,10 +42,6 @@ def _pytree(cls, data: tuple[str, ...], meta: tuple[str, ...]):
     fields = {f.name for f in dataclasses.fields(cls)}
     if set(data) | set(meta) != fields or set(data) & set(meta):
         raise TypeError(f"{cls.__name__}: pytree fields {data} + {meta} must partition {sorted(fields)}")
-    keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
-
-    def flatten_with_keys(obj):
-        return [(k, getattr(obj, n)) for k, n in zip(keys, data)], tuple(getattr(obj, n) for n in meta)
 
     def flatten(obj):
         return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)
@@ -56,7 +54,16 @@ def _pytree(cls, data: tuple[str, ...], meta: tuple[str, ...]):
             object.__setattr__(obj, name, value)
         return obj
 
-    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    def register(jax) -> None:
+        keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
+
+        def flatten_with_keys(obj):
+            return [(k, getattr(obj, n)) for k, n in zip(keys, data)], tuple(getattr(obj, n) for n in meta)
+
+        jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+
+    # registered when JAX is imported (now, if it is): building networks needs no JAX
+    when_jax_imported(register)
     return cls
 
 

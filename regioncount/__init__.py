@@ -5,12 +5,12 @@ use, so ``import regioncount`` and the bounds (``regioncount.BOUNDS``) do not im
 ``regioncount/_config.py``: JAX runs in float64 in any process that imports regioncount.
 """
 
-from typing import TYPE_CHECKING
-
 from . import _config  # noqa: F401  (x64 and pytree registration once JAX is imported; imports nothing heavy)
 from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 _EXPORTS = {
     # entry points

@@ -11,11 +11,13 @@ built before JAX is imported still passes through ``jax.jit`` afterwards.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
+
+#: Memory cap (bytes) of a run when none is given: the sample engine's distinct-code table, the plane engine's
+#: regions. Here, not in an engine, so that the NumPy path reads it without importing JAX.
+DEFAULT_MEMORY_CAP = 4 * 2**30
 
 _pending: list[Callable[[ModuleType], None]] = []
 
@@ -36,8 +38,8 @@ def _run_pending(jax: ModuleType) -> None:
         _pending.pop(0)(jax)
 
 
-class _LoaderThenCallbacks(importlib.abc.Loader):
-    """Wraps JAX's own loader: executes the module, then runs the pending callbacks on it."""
+class _LoaderThenCallbacks:
+    """Wraps JAX's own loader (importlib's loader protocol): executes the module, then runs the callbacks."""
 
     def __init__(self, inner):
         self._inner = inner
@@ -53,16 +55,21 @@ class _LoaderThenCallbacks(importlib.abc.Loader):
         _run_pending(module)
 
 
-class _JaxImportHook(importlib.abc.MetaPathFinder):
-    """A one-shot finder for the top-level ``jax`` package; it removes itself when JAX is found."""
+class _JaxImportHook:
+    """A one-shot ``sys.meta_path`` finder for the top-level ``jax`` package; it removes itself when asked."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "jax":
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)  # the finders after this one, as the import would ask them
+        spec = None
+        for finder in sys.meta_path:  # ask the other finders, in order, as the import system would
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                break
         if spec is None or spec.loader is None:
-            return None
+            return spec
         spec.loader = _LoaderThenCallbacks(spec.loader)
         return spec
 

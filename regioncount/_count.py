@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from ._config import DEFAULT_MEMORY_CAP
 from ._domain import Box, Segment, Slice
 from ._errors import MemoryCapError, RegionCountError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
@@ -55,7 +56,7 @@ def count_regions(
     kind = region_kind(net)
     t0 = time.perf_counter()
     if method == "sample":
-        from .engines._sample import DEFAULT_MEMORY_CAP, count_sampled
+        from .engines._sample import count_sampled
 
         if grid is None and samples is None:
             grid = 1000 if domain.dim <= 2 else None
@@ -89,7 +90,6 @@ def count_regions(
             }
         elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
             from .engines._plane import partition_plane
-            from .engines._sample import DEFAULT_MEMORY_CAP
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
             max_regions = max(1, cap // PLANE_BYTES_PER_REGION)

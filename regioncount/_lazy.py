@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
 
 
 def lazy_exports(
-    namespace: dict[str, Any], table: Mapping[str, str], subpackages: tuple[str, ...] = ()
+    namespace: dict[str, object], table: Mapping[str, str], subpackages: tuple[str, ...] = ()
 ) -> tuple[Callable, Callable]:
     """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``; ``table`` maps each
     public name to the module (relative, e.g. ``"._domain"``) that defines it; ``subpackages`` are public

@@ -2,9 +2,9 @@
 every op of the vocabulary in ``networks/_ops.py`` once. Names are imported on first use: the NumPy engines
 (``line``, ``plane``) do not import JAX."""
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 _EXPORTS = {
     "forward_codes": "._forward",

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._config import DEFAULT_MEMORY_CAP
 from .._domain import Box, Segment, Slice
 from .._errors import DomainError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
@@ -23,7 +24,6 @@ from ._forward import forward_keys, hash_multipliers
 
 #: Bytes one distinct code costs while merging: two uint64 key lanes, an int64 count, and sort scratch.
 BYTES_PER_DISTINCT = 3 * 24
-DEFAULT_MEMORY_CAP = 4 * 2**30
 #: Activation memory a chunk may use (bytes); sets the chunk size.
 CHUNK_BUDGET = 256 * 2**20
 

@@ -3,9 +3,9 @@ Maxout -> hardmax transformer compiler.
 
 Names are imported on first use: the bounds are pure Python and import neither NumPy nor JAX."""
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 _EXPORTS = {
     "BOUNDS": "._bounds",

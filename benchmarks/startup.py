@@ -60,7 +60,8 @@ def _imports_jax(cmd: list[str]) -> bool:
     out = subprocess.run(
         [cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300
     )
-    return any(line.rstrip().endswith("| jax") for line in out.stderr.splitlines())
+    # importtime lines read "import time: self | cumulative | <indent>module"
+    return any(line.split("|")[-1].strip() == "jax" for line in out.stderr.splitlines() if "|" in line)
 
 
 def measure(name: str, cmd: list[str], repeat: int, engine_seconds: bool = False) -> dict:

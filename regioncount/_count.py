@@ -81,11 +81,11 @@ def count_regions(
         if isinstance(domain, Segment):
             from .engines._line import walk_line
 
-            res = walk_line(net, domain)
+            pieces = walk_line(net, domain)
             out = {
-                "regions": int(res.activation_pieces),
-                "linear_regions": int(res.linear_pieces),
-                "ties": int(res.ties),
+                "regions": int(pieces.activation_pieces),
+                "linear_regions": int(pieces.linear_pieces),
+                "ties": int(pieces.ties),
                 "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
             }
         elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):

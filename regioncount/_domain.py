@@ -36,6 +36,10 @@ def _frozen(v: np.ndarray) -> np.ndarray:
 class _AffineDomain:
     """A domain whose inputs are an affine image ``x = x0 + V u`` of its parameters (see ``input_map``)."""
 
+    def input_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(x0, V)`` with ``x = x0 + V @ u``; ``V`` is ``(q, dim)``."""
+        raise NotImplementedError
+
     def to_input(self, U: np.ndarray) -> np.ndarray:
         """Parameter points ``(..., dim)`` -> inputs ``(..., q)``."""
         x0, V = self.input_map()
@@ -44,6 +48,9 @@ class _AffineDomain:
 
 class _RectangleParams(_AffineDomain):
     """Parameters range over the rectangle ``[lo, hi]``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
 
     @property
     def param_lo(self) -> np.ndarray:

@@ -17,7 +17,7 @@ def lazy_exports(
     """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``; ``table`` maps each
     public name to the module (relative, e.g. ``"._domain"``) that defines it; ``subpackages`` are public
     subpackages reachable as attributes (``regioncount.theory``) without an explicit import."""
-    package = namespace["__name__"]
+    package = str(namespace["__name__"])
 
     def __getattr__(name: str):
         if name in subpackages:

@@ -30,7 +30,7 @@ def _attention(op: Attention, H, codes: list, ties: list):
         top = jnp.max(Sm, axis=-1, keepdims=True)
         tied = Sm == top
         count = jnp.sum(tied, axis=-1, keepdims=True)
-        A = tied / count
+        A = tied.astype(H.dtype) / count.astype(H.dtype)  # explicit casts: the tests run strict promotion
         codes.append(jnp.argmax(Sm, axis=-1).ravel().astype(jnp.int32))
         ties.append(jnp.sum(count > 1))
     elif op.sigma == "relu":

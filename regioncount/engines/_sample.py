@@ -185,6 +185,7 @@ def count_sampled_prefixes(
             raise ValueError("grid must be at least 1 point per axis")
         total = int(grid) ** dim
     else:
+        assert samples is not None  # exactly one of grid and samples, checked above
         if samples < 1:
             raise ValueError("samples must be at least 1")
         total = int(samples)

@@ -76,7 +76,7 @@ class Partition:
         lo = np.asarray(domain.param_lo, dtype=np.float64)
         hi = np.asarray(domain.param_hi, dtype=np.float64)
         self._lo, self._hi = lo, hi
-        self._adjacency = None
+        self._adjacency: np.ndarray | None = None
         self._sealed = True
 
     def __setattr__(self, name, value):

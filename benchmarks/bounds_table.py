@@ -24,10 +24,7 @@ from collections.abc import Callable
 
 from _machine import machine
 
-from regioncount._domain import Box, Segment
-from regioncount.engines._line import walk_line
-from regioncount.engines._plane import partition_plane
-from regioncount.engines._space import partition_space
+from regioncount import Box, Segment, partition_plane, partition_space, walk_line
 from regioncount.theory import (
     bound_attaining_transformer,
     maxout_lower,

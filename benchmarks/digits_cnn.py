@@ -21,8 +21,7 @@ import numpy as np
 from _machine import machine
 
 import regioncount as rc
-from regioncount._domain import slice_through
-from regioncount.engines._plane import partition_plane
+from regioncount import partition_plane, slice_through
 from regioncount.networks import DecisionNet
 from regioncount.results import decision_summary
 
@@ -46,7 +45,7 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from regioncount._decide import class_of_cells
+    from regioncount import class_of_cells
 
     pts = np.stack([np.load(args.dir / f"digit_{c}.npy").reshape(-1) for c in "abc"])
     dom, _ = slice_through(pts)

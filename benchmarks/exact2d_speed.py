@@ -26,9 +26,7 @@ import tracemalloc
 import numpy as np
 from _machine import cpu_model
 
-from regioncount import random_mlp
-from regioncount._domain import Box
-from regioncount.engines._plane import partition_plane
+from regioncount import Box, partition_plane, random_mlp
 
 CASES = [(32, 32, 32), (64, 64, 64), (128, 128, 128), (100, 100, 100, 100, 100)]
 ROW = ["widths", "regions", "seconds", "cpu_seconds", "regions_per_s", "peak_traced_mb", "peak_rss_mb"]

@@ -37,8 +37,7 @@ HEAD += ["bytes_per_region", "result_mb", "exact_decisions"]
 
 
 def one(widths, side: float, seed: int) -> dict:
-    from regioncount import Box, random_mlp
-    from regioncount.engines._space import partition_space
+    from regioncount import Box, partition_space, random_mlp
 
     net = random_mlp(3, list(widths), 1, seed=seed, init="torch")
     box = Box(-side, side, 3)

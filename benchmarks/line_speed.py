@@ -25,9 +25,8 @@ import time
 
 import numpy as np
 
-from regioncount import random_maxout, random_mlp
-from regioncount.engines._line import walk_line
-from regioncount.theory._constructions import fold_maxout_network, fold_relu_network
+from regioncount import random_maxout, random_mlp, walk_line
+from regioncount.theory import fold_maxout_network, fold_relu_network
 
 CASES = {
     "mlp 2-64x4 torch, diagonal of [-20,20]^2": (lambda: random_mlp(2, [64] * 4, seed=0), 20.0),

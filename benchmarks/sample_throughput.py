@@ -15,9 +15,7 @@ import jax
 import numpy as np
 
 import regioncount as rc
-from regioncount._domain import Box
-from regioncount.engines._forward import forward_codes
-from regioncount.engines._sample import count_sampled
+from regioncount import Box, count_sampled, forward_codes
 
 
 def _forward_only(program, X, chunk):

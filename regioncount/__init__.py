@@ -1,66 +1,166 @@
 """regioncount: count, certify and draw the regions of piecewise networks.
 
-The public surface; everything else lives in private modules.
+The public surface is :data:`__all__`; everything else lives in private modules. Names are imported on first
+use, so ``import regioncount`` and the bounds (``regioncount.BOUNDS``) do not import JAX. The x64 policy is in
+``regioncount/_config.py``: JAX runs in float64 in any process that imports regioncount.
 """
 
-from . import _config  # noqa: F401  (float64 everywhere)
-from ._count import count_regions as count_regions
-from ._domain import AffineSlice as AffineSlice, Box as Box, Segment as Segment, Slice as Slice
-from ._errors import (
-    CertificateError as CertificateError,
-    CurvedBoundaryError as CurvedBoundaryError,
-    DegreeTooHighError as DegreeTooHighError,
-    DomainError as DomainError,
-    InexactError as InexactError,
-    KeySetError as KeySetError,
-    MemoryCapError as MemoryCapError,
-    ModelFileError as ModelFileError,
-    NotPiecewiseError as NotPiecewiseError,
-    RegionCountError as RegionCountError,
-)
-from ._io import load_model as load_model, save_model as save_model
-from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
-from ._scan import scan as scan
-from .engines import (
-    LinePieces as LinePieces,
-    SampleCount as SampleCount,
-    count_sampled as count_sampled,
-    forward_codes as forward_codes,
-    partition_plane as partition_plane,
-    partition_space as partition_space,
-    walk_line as walk_line,
-)
-from .networks import (
-    MLP as MLP,
-    Block as Block,
-    ConvNet as ConvNet,
-    DecisionNet as DecisionNet,
-    Maxout as Maxout,
-    Program as Program,
-    Transformer as Transformer,
-    lower as lower,
-    random_maxout as random_maxout,
-    random_mlp as random_mlp,
-    random_transformer as random_transformer,
-    truncate as truncate,
-)
-from .relations import (
-    RelationModel as RelationModel,
-    fit_relation as fit_relation,
-    retrieval_error as retrieval_error,
-    retrieval_partition as retrieval_partition,
-)
-from .results import Partition as Partition, Polytopes as Polytopes, certify as certify
-from .theory import (
-    BOUNDS as BOUNDS,
-    bound_attaining_transformer as bound_attaining_transformer,
-    compile_maxout as compile_maxout,
-    maxout_lower as maxout_lower,
-    product_maxout as product_maxout,
-    product_relu as product_relu,
-    relu_lower_serra as relu_lower_serra,
-    relu_upper_serra as relu_upper_serra,
-    transformer_maxout_lower as transformer_maxout_lower,
-)
+from . import _config  # noqa: F401  (x64 and pytree registration once JAX is imported; imports nothing heavy)
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+
+_EXPORTS = {
+    # entry points
+    "count_regions": "._count",
+    "region_kind": "._count",
+    "as_json_ready": "._count",
+    "METHODS": "._count",
+    "scan": "._scan",
+    "rows_to_csv": "._scan",
+    # domains
+    "Box": "._domain",
+    "Segment": "._domain",
+    "Slice": "._domain",
+    "AffineSlice": "._domain",
+    "slice_through": "._domain",
+    "count_decisions": "._decide",
+    "class_of_cells": "._decide",
+    # errors
+    "CurvedBoundaryError": "._errors",
+    "DegreeTooHighError": "._errors",
+    "DomainError": "._errors",
+    "MemoryCapError": "._errors",
+    "ModelFileError": "._errors",
+    "NotPiecewiseError": "._errors",
+    "RegionCountError": "._errors",
+    "InexactError": "._errors",
+    "CertificateError": "._errors",
+    "KeySetError": "._errors",
+    # model files
+    "load_model": "._io",
+    "save_model": "._io",
+    "write_atomic": "._io",
+    "load_network": "._loaders",
+    "load_onnx": "._loaders",
+    "from_torch": "._loaders",
+    # engines (the plane and line engines are NumPy: importing them does not import JAX)
+    "LinePieces": ".engines._line",
+    "walk_line": ".engines._line",
+    "partition_plane": ".engines._plane",
+    "partition_space": ".engines._space",
+    "SampleCount": ".engines._sample",
+    "count_sampled": ".engines._sample",
+    "grid_codes": ".engines._sample",
+    "forward_codes": ".engines._forward",
+    # networks
+    "MLP": ".networks",
+    "Block": ".networks",
+    "Maxout": ".networks",
+    "Program": ".networks",
+    "Transformer": ".networks",
+    "lower": ".networks",
+    "random_maxout": ".networks",
+    "random_mlp": ".networks",
+    "random_transformer": ".networks",
+    "truncate": ".networks",
+    "ConvNet": ".networks",
+    "DecisionNet": ".networks",
+    # relations
+    "RelationModel": ".relations",
+    "fit_relation": ".relations",
+    "retrieval_error": ".relations",
+    "retrieval_partition": ".relations",
+    # results
+    "Partition": ".results",
+    "Polytopes": ".results",
+    "certify": ".results",
+    # theory (bounds are pure Python ints)
+    "BOUNDS": ".theory._bounds",
+    "maxout_lower": ".theory._bounds",
+    "relu_lower_serra": ".theory._bounds",
+    "relu_upper_serra": ".theory._bounds",
+    "transformer_maxout_lower": ".theory._bounds",
+    "bound_attaining_transformer": ".theory._compile",
+    "compile_maxout": ".theory._compile",
+    "product_maxout": ".theory._constructions",
+    "product_relu": ".theory._constructions",
+}
+
+__all__ = sorted(_EXPORTS)
+
+#: Public subpackages, reachable as attributes: ``regioncount.theory.LAYOUTS``, ``regioncount.plotting``, ...
+_SUBPACKAGES = ("engines", "networks", "plotting", "relations", "results", "theory")
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, _SUBPACKAGES)
+
+if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and editors
+    from ._count import (
+        METHODS as METHODS,
+        as_json_ready as as_json_ready,
+        count_regions as count_regions,
+        region_kind as region_kind,
+    )
+    from ._decide import class_of_cells as class_of_cells, count_decisions as count_decisions
+    from ._domain import (
+        AffineSlice as AffineSlice,
+        Box as Box,
+        Segment as Segment,
+        Slice as Slice,
+        slice_through as slice_through,
+    )
+    from ._errors import (
+        CertificateError as CertificateError,
+        CurvedBoundaryError as CurvedBoundaryError,
+        DegreeTooHighError as DegreeTooHighError,
+        DomainError as DomainError,
+        InexactError as InexactError,
+        KeySetError as KeySetError,
+        MemoryCapError as MemoryCapError,
+        ModelFileError as ModelFileError,
+        NotPiecewiseError as NotPiecewiseError,
+        RegionCountError as RegionCountError,
+    )
+    from ._io import load_model as load_model, save_model as save_model, write_atomic as write_atomic
+    from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
+    from ._scan import rows_to_csv as rows_to_csv, scan as scan
+    from .engines._forward import forward_codes as forward_codes
+    from .engines._line import LinePieces as LinePieces, walk_line as walk_line
+    from .engines._plane import partition_plane as partition_plane
+    from .engines._sample import SampleCount as SampleCount, count_sampled as count_sampled, grid_codes as grid_codes
+    from .engines._space import partition_space as partition_space
+    from .networks import (
+        MLP as MLP,
+        Block as Block,
+        ConvNet as ConvNet,
+        DecisionNet as DecisionNet,
+        Maxout as Maxout,
+        Program as Program,
+        Transformer as Transformer,
+        lower as lower,
+        random_maxout as random_maxout,
+        random_mlp as random_mlp,
+        random_transformer as random_transformer,
+        truncate as truncate,
+    )
+    from .relations import (
+        RelationModel as RelationModel,
+        fit_relation as fit_relation,
+        retrieval_error as retrieval_error,
+        retrieval_partition as retrieval_partition,
+    )
+    from .results import Partition as Partition, Polytopes as Polytopes, certify as certify
+    from .theory._bounds import (
+        BOUNDS as BOUNDS,
+        maxout_lower as maxout_lower,
+        relu_lower_serra as relu_lower_serra,
+        relu_upper_serra as relu_upper_serra,
+        transformer_maxout_lower as transformer_maxout_lower,
+    )
+    from .theory._compile import (
+        bound_attaining_transformer as bound_attaining_transformer,
+        compile_maxout as compile_maxout,
+    )
+    from .theory._constructions import product_maxout as product_maxout, product_relu as product_relu

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from ._config import DEFAULT_MEMORY_CAP
 from ._domain import AffineSlice, Box, Segment, Slice
 from ._errors import CertificateError, MemoryCapError, RegionCountError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
@@ -92,7 +93,7 @@ def count_regions(
     kind = region_kind(net)
     t0 = time.perf_counter()
     if method == "sample":
-        from .engines._sample import DEFAULT_MEMORY_CAP, count_sampled
+        from .engines._sample import count_sampled
 
         if grid is None and samples is None:
             grid = 1000 if domain.dim <= 2 else None
@@ -119,20 +120,19 @@ def count_regions(
         if isinstance(domain, Segment):
             from .engines._line import walk_line
 
-            res = walk_line(net, domain)
+            pieces = walk_line(net, domain)
             out = {
-                "regions": int(res.activation_pieces),
-                "linear_regions": int(res.linear_pieces),
-                "ties": int(res.ties),
+                "regions": int(pieces.activation_pieces),
+                "linear_regions": int(pieces.linear_pieces),
+                "ties": int(pieces.ties),
                 "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
                 # ReLU/Maxout: every predicate exact (float bound, else rationals); attention: tolerances
-                "exact": bool(res.exact),
-                "predicates": int(res.predicates),
-                "exact_predicates": int(res.exact_predicates),
+                "exact": bool(pieces.exact),
+                "predicates": int(pieces.predicates),
+                "exact_predicates": int(pieces.exact_predicates),
             }
         elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
             from .engines._plane import partition_plane
-            from .engines._sample import DEFAULT_MEMORY_CAP
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
             limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
@@ -159,20 +159,19 @@ def count_regions(
                     raise CertificateError("the certificate failed: " + "; ".join(failed))
             out.update(method=method, exact=st["assumed"] == 0, kind=kind)
         elif method == "exact" and (isinstance(domain, AffineSlice) or domain.dim >= 3):
-            from .engines._sample import DEFAULT_MEMORY_CAP
             from .engines._space import partition_space
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
             limit = _region_limit(cap, SPACE_BYTES_PER_REGION, max_regions)
             try:
-                part = partition_space(net, domain, progress=progress, max_regions=limit)
+                poly = partition_space(net, domain, progress=progress, max_regions=limit)
             except MemoryCapError:
                 raise _cap_error(cap, limit, max_regions) from None
             out = {
-                "regions": int(part.n_regions),
-                "linear_regions": int(part.linear_regions()),
-                "dimension": part.k,
-                "exact_decisions": part.exact_decisions,
+                "regions": int(poly.n_regions),
+                "linear_regions": int(poly.linear_regions()),
+                "dimension": poly.k,
+                "exact_decisions": poly.exact_decisions,
             }
         else:
             raise RegionCountError(

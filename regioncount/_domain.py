@@ -1,5 +1,8 @@
 """Domains: a box in R^q, a 2D affine slice, a segment (DESIGN §2).
 
+Domains are immutable: their arrays are read-only float64 copies of what the caller passed (writing to one
+raises ``ValueError``), so a domain never changes under an engine or a result that holds it.
+
 Each maps its parameter coordinates to inputs: a box is its own parameter space; a slice maps
 ``(u1, u2)`` to ``x0 + u1 v1 + u2 v2``; a segment maps ``t in [0, 1]`` to ``a + t (b - a)``.
 """
@@ -14,7 +17,8 @@ from ._errors import DomainError
 
 
 def _vec(a, n: int | None = None) -> np.ndarray:
-    v = np.atleast_1d(np.asarray(a, dtype=np.float64))
+    """A float64 vector copy of ``a`` (a scalar is repeated ``n`` times); never aliases the caller's array."""
+    v = np.atleast_1d(np.array(a, dtype=np.float64))
     if n is not None and v.shape == (1,):
         v = np.full(n, v[0])
     if v.ndim != 1 or not np.all(np.isfinite(v)):
@@ -22,8 +26,19 @@ def _vec(a, n: int | None = None) -> np.ndarray:
     return v
 
 
+def _frozen(v: np.ndarray) -> np.ndarray:
+    """A read-only, contiguous copy of ``v``: a domain's arrays cannot change after construction."""
+    out = np.array(v, dtype=np.float64)
+    out.setflags(write=False)
+    return out
+
+
 class _AffineDomain:
     """A domain whose inputs are an affine image ``x = x0 + V u`` of its parameters (see ``input_map``)."""
+
+    def input_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(x0, V)`` with ``x = x0 + V @ u``; ``V`` is ``(q, dim)``."""
+        raise NotImplementedError
 
     def to_input(self, U: np.ndarray) -> np.ndarray:
         """Parameter points ``(..., dim)`` -> inputs ``(..., q)``."""
@@ -33,6 +48,9 @@ class _AffineDomain:
 
 class _RectangleParams(_AffineDomain):
     """Parameters range over the rectangle ``[lo, hi]``."""
+
+    lo: np.ndarray
+    hi: np.ndarray
 
     @property
     def param_lo(self) -> np.ndarray:
@@ -58,8 +76,8 @@ class Box(_RectangleParams):
             raise DomainError(
                 f"empty box: need LO < HI in every coordinate (got LO={lo_v.tolist()}, HI={hi_v.tolist()})"
             )
-        object.__setattr__(self, "lo", lo_v.copy())
-        object.__setattr__(self, "hi", hi_v.copy())
+        object.__setattr__(self, "lo", _frozen(lo_v))
+        object.__setattr__(self, "hi", _frozen(hi_v))
 
     @property
     def dim(self) -> int:
@@ -88,7 +106,7 @@ class Slice(_RectangleParams):
             raise DomainError("slice directions are parallel: the slice has zero area")
         box = Box(lo, hi, 2)
         for name, val in (("x0", x0), ("v1", v1), ("v2", v2), ("lo", box.lo), ("hi", box.hi)):
-            object.__setattr__(self, name, val)
+            object.__setattr__(self, name, _frozen(val))
 
     dim = 2
 
@@ -109,8 +127,8 @@ class Segment(_AffineDomain):
             a_v, b_v = np.broadcast_arrays(a_v, b_v)
         if np.all(a_v == b_v):
             raise DomainError("segment of zero length: A equals B")
-        object.__setattr__(self, "a", a_v.copy())
-        object.__setattr__(self, "b", b_v.copy())
+        object.__setattr__(self, "a", _frozen(a_v))
+        object.__setattr__(self, "b", _frozen(b_v))
 
     dim = 1
 

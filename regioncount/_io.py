@@ -15,6 +15,7 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,8 @@ def save_model(net, path) -> None:
     arrays, config = _arrays_and_config(net)
     config["format"] = FORMAT_VERSION
     buf = io.BytesIO()
-    np.savez(buf, **{_CONFIG_KEY: np.array(json.dumps(config))}, **arrays)
+    payload: dict[str, Any] = {_CONFIG_KEY: np.array(json.dumps(config)), **arrays}
+    np.savez(buf, **payload)
     write_atomic(path, buf.getvalue())
 
 

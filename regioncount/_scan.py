@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ._domain import Box, Segment
 from .engines._line import walk_line
@@ -70,7 +70,7 @@ def _exact_count(net, box: Box) -> tuple[int, int]:
     raise ValueError("exact scan counts need q = 1 or q = 2")
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
     return float(statistics.fmean(values)), float(statistics.pstdev(values)) if len(values) > 1 else 0.0
@@ -122,10 +122,10 @@ def random_rows(
     """Random-network columns for D = 1..depth (see the module docstring)."""
     box = Box(lo, hi, q)
     seg = Segment(box.lo, box.hi)
-    line = [[] for _ in range(depth)]
-    sampled = [[] for _ in range(depth)]
-    chao = [[] for _ in range(depth)]
-    relu = [[] for _ in range(depth)]
+    line: list[list[int]] = [[] for _ in range(depth)]
+    sampled: list[list[int]] = [[] for _ in range(depth)]
+    chao: list[list[float]] = [[] for _ in range(depth)]
+    relu: list[list[int]] = [[] for _ in range(depth)]
     for s in range(seeds):
         net = random_transformer(q, tokens, d_model, depth, seed=s)
         for D, res in enumerate(count_sampled_prefixes(net, box, depth_code_ends(net), grid=grid)):
@@ -137,7 +137,7 @@ def random_rows(
             relu[D].append(res.regions)
     rows = []
     for D in range(depth):
-        row = {}
+        row: dict[str, object] = {}
         row["random_line_mean"], row["random_line_std"] = _mean_std(line[D])
         row["random_sample_mean"], row["random_sample_std"] = _mean_std(sampled[D])
         row["random_chao1_mean"], _ = _mean_std(chao[D])

@@ -126,9 +126,7 @@ def main(argv=None) -> dict:
     from sklearn.datasets import load_digits
 
     import regioncount as rc
-    from regioncount._decide import count_decisions
-    from regioncount._domain import slice_through
-    from regioncount._io import write_atomic
+    from regioncount import count_decisions, slice_through, write_atomic
     from regioncount.plotting import figure_bytes, figure_decision
 
     digits = load_digits()

@@ -17,9 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import regioncount as rc
-from regioncount._domain import Box, Segment
-from regioncount._io import write_atomic
-from regioncount.engines._plane import partition_plane
+from regioncount import Box, Segment, partition_plane, write_atomic
 from regioncount.plotting import (
     figure_bytes,
     figure_compiled,
@@ -102,7 +100,7 @@ def region_graph():
 
 def depth():
     """Counts against depth beside Thm 4.4 (small scan: T=4, q=2, depth 6, 2 seeds, 100x100 grid)."""
-    from regioncount._scan import scan
+    from regioncount import scan
 
     rows = scan(6, tokens=4, m=1, q=2, lo=-1.0, hi=2.0, seeds=2, d_model=8, grid=100, region_cap=20_000)
     return plot_scan(rows, title="T=4, m=1, q=2, box [-1, 2]², 2 seeds", dpi=100), {"rows": rows}

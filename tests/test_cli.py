@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from regioncount._io import load_model
+from regioncount import Box, Segment, count_sampled, load_model, partition_plane, walk_line
 from regioncount_cli.main import main
 
 
@@ -30,7 +30,9 @@ def test_count_sample_json_fields(capsys, mlp_file):
     for key in ("regions", "linear_regions", "method", "exact", "seconds", "samples", "f1", "f2", "chao1", "coverage"):
         assert key in res
     assert res["method"] == "sample" and res["exact"] is False and res["linear_regions"] is None
-    assert res["samples"] == 300 * 300 and res["regions"] >= 1 and res["lower_bound"] is True
+    assert res["samples"] == 300 * 300 and res["lower_bound"] is True
+    lib = count_sampled(load_model(mlp_file), Box(-2, 2, 2), grid=300)
+    assert (res["regions"], res["f1"], res["f2"]) == (lib.regions, lib.f1, lib.f2)
 
 
 def test_count_table_says_lower_bound(capsys, mlp_file):
@@ -163,7 +165,14 @@ def test_count_exact_methods(capsys, mlp_file, method):
     assert code == 0, err
     res = json.loads(out)
     assert res["method"] == method and res["exact"] is True
-    assert 1 <= res["linear_regions"] <= res["regions"]
+    net = load_model(mlp_file)
+    if method == "exact":
+        part = partition_plane(net, Box(-2, 2, 2))
+        want = (part.n_regions, part.linear_regions())
+    else:  # a box's line count walks its diagonal
+        line = walk_line(net, Segment([-2, -2], [2, 2]))
+        want = (line.activation_pieces, line.linear_pieces)
+    assert (res["regions"], res["linear_regions"]) == want
     assert res["kind"] == "activation regions"
 
 

@@ -212,3 +212,22 @@ def test_d9_default_construction_meets_thm44_exactly():
     _, info = bound_attaining_transformer(1, 4, 2, 9)
     assert info["bound"] == 160_867 and info["attainable"]
     assert plane.partition_plane(info["maxout"], Box([-1.0, -1.0], [2.0, 2.0])).n_regions == 160_867
+
+
+def test_lowering_keeps_the_valid_box_and_every_engine_refuses_outside_it():
+    from regioncount import count_sampled, partition_plane, walk_line
+
+    tf = compile_maxout(random_maxout(2, (2,), 2, seed=5), [-1.0, -1.0], [1.0, 1.0], "compact")
+    program = tf.lower()
+    assert program.valid_box == tf.valid_box == ((-1.0, -1.0), (1.0, 1.0))
+    outside, inside = Box(-1, 1.5, 2), Box(-1, 1, 2)
+    for run in (
+        lambda d: partition_plane(program, d),
+        lambda d: count_sampled(program, d, grid=20),
+        lambda d: walk_line(program, Segment(d.lo, d.hi)),
+    ):
+        with pytest.raises(DomainError, match="compiled"):
+            run(outside)
+        run(inside)
+    # the lowered program and the model count the same regions inside the box
+    assert partition_plane(program, inside).n_regions == partition_plane(tf, inside).n_regions

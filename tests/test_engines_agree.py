@@ -7,7 +7,7 @@ import regioncount as rc
 from regioncount._domain import Box, Segment
 from regioncount.engines._line import walk_line
 from regioncount.engines._plane import partition_plane
-from regioncount.engines._sample import count_sampled
+from regioncount.engines._sample import count_sampled, grid_codes
 
 
 def _clip(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -64,16 +64,27 @@ def test_line_pieces_are_the_plane_regions_the_segment_crosses(name):
 
 
 @pytest.mark.parametrize("name", NETS)
-def test_sample_never_exceeds_exact_and_linear_never_exceeds_activation(name):
+def test_sampled_codes_are_exact_codes_and_line_linear_pieces_follow_plane_linear_regions(name):
     make, r = NETS[name]
     net = make()
-    part = partition_plane(net, Box(-r, r, 2))
-    sampled = count_sampled(net, Box(-r, r, 2), grid=400)
-    assert sampled.regions <= part.n_regions
-    assert part.linear_regions() <= part.n_regions
-    line = walk_line(net, Segment([-r, -r], [r, r]))
-    assert line.linear_pieces <= line.activation_pieces
-    assert count_sampled(net, Segment([-r, -r], [r, r]), grid=5000).regions <= line.distinct_codes
+    box = Box(-r, r, 2)
+    part = partition_plane(net, box)
+    # sample <= exact, as sets: every code met on a grid is the code of an exact region
+    _, gcodes = grid_codes(net, box, 400)
+    exact = {c.tobytes() for c in part.codes}
+    assert {c.tobytes() for c in np.asarray(gcodes, np.int32)} <= exact
+    # linear regions, two engines: along a segment, the line engine's linear pieces are the runs of equal
+    # plane linear-region labels over the regions the segment crosses (consecutive regions share an edge)
+    labels = part.linear_region_labels()
+    assert np.unique(labels).size == part.linear_regions()
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        a, b = rng.uniform(-r, r, 2), rng.uniform(-r, r, 2)
+        line = walk_line(net, Segment(a, b))
+        crossed = [labels[h[2]] for h in _crossed_in_order(part, a, b)]
+        assert 1 + sum(x != y for x, y in zip(crossed, crossed[1:])) == line.linear_pieces
+    seg = Segment([-r, -r], [r, r])
+    assert count_sampled(net, seg, grid=5000).regions <= walk_line(net, seg).distinct_codes
 
 
 def test_plane_count_equals_fine_grid_on_large_regions():

@@ -256,7 +256,11 @@ def test_pieces_agree_with_forward(name):
     r = walk_line(net, _segment(name))
     assert r.activation_pieces > 5
     assert np.all(np.diff(r.breaks) > 0) and r.breaks[0] == 0.0 and r.breaks[-1] == 1.0
-    assert r.linear_pieces <= r.activation_pieces
+    if r.degree == 1:
+        # linear pieces recounted from the pieces' affine outputs: adjacent pieces with equal maps merge
+        A = r.output.reshape(r.activation_pieces, -1)
+        same = np.all(np.abs(A[1:] - A[:-1]) <= 1e-9 * np.abs(A).max(), axis=1)
+        assert r.linear_pieces == r.activation_pieces - int(same.sum())
     t_in, piece = interior_t(r, 8, np.random.default_rng(1))
     t_in = np.concatenate([t_in, (r.breaks[1:] + r.breaks[:-1]) / 2])
     piece = np.concatenate([piece, np.arange(r.activation_pieces)])

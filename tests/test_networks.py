@@ -126,3 +126,58 @@ def test_random_transformers_of_one_seed_are_nested_across_depths():
     short = rc.random_transformer(2, tokens=3, d_model=4, depth=2, seed=7)
     for a, b in zip(jax.tree_util.tree_leaves(truncate(deep, 2)), jax.tree_util.tree_leaves(short)):
         np.testing.assert_array_equal(a, b)
+
+
+# -- JAX transforms through the network pytrees ---------------------------------------------------------
+
+TRANSFORM_NETS = {
+    "mlp": lambda: rc.random_mlp(2, [5, 4], seed=11),
+    "maxout": lambda: rc.random_maxout(2, [4, 3], k=3, seed=12),
+    "transformer": lambda: rc.random_transformer(2, tokens=3, d_model=4, depth=2, heads=2, seed=13),
+    "program": lambda: rc.random_transformer(2, tokens=3, d_model=4, depth=1, seed=14).lower(),
+}
+_X = np.array([0.3, -0.7])
+
+
+def _output(net):
+    return forward_one(rc.lower(net), jax.numpy.asarray(_X))[0].sum()
+
+
+@pytest.mark.parametrize("name", TRANSFORM_NETS)
+def test_networks_pass_through_jit(name):
+    net = TRANSFORM_NETS[name]()
+    first = jax.tree_util.tree_leaves(net)[0]
+    # the example: a network as a jitted argument (unflatten must not re-validate tracers)
+    np.testing.assert_allclose(jax.jit(lambda n: jax.tree_util.tree_leaves(n)[0].sum())(net), first.sum())
+    np.testing.assert_allclose(jax.jit(_output)(net), _output(net), rtol=1e-13)
+    rebuilt = jax.tree_util.tree_unflatten(*reversed(jax.tree_util.tree_flatten(net)))
+    assert type(rebuilt) is type(net)
+    np.testing.assert_array_equal(_output(rebuilt), _output(net))
+
+
+@pytest.mark.parametrize("name", TRANSFORM_NETS)
+def test_grad_through_networks_matches_central_difference(name):
+    net = TRANSFORM_NETS[name]()
+    grads = jax.grad(_output)(net)
+    assert type(grads) is type(net)
+    rng = np.random.default_rng(0)
+    direction = jax.tree_util.tree_map(lambda a: rng.normal(size=np.shape(a)), net)
+    directional = sum(
+        float(np.sum(np.asarray(g) * d)) for g, d in zip(*map(jax.tree_util.tree_leaves, (grads, direction)))
+    )
+    eps = 1e-6
+    plus = jax.tree_util.tree_map(lambda a, d: np.asarray(a) + eps * d, net, direction)
+    minus = jax.tree_util.tree_map(lambda a, d: np.asarray(a) - eps * d, net, direction)
+    central = (float(_output(plus)) - float(_output(minus))) / (2 * eps)
+    assert abs(directional) > 1e-3  # a direction the output depends on
+    np.testing.assert_allclose(directional, central, rtol=1e-6)
+
+
+def test_pytree_unflatten_skips_validation_but_construction_validates():
+    with pytest.raises(ValueError):
+        rc.MLP((np.ones((3, 2)),), (np.ones(4),))
+    net = rc.random_mlp(2, [3])
+    leaves, tree = jax.tree_util.tree_flatten(net)
+    # leaves replaced by objects the constructor would reject: unflatten keeps them as given
+    odd = jax.tree_util.tree_unflatten(tree, [None] * len(leaves))
+    assert odd.weights == (None, None)

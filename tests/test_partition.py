@@ -94,9 +94,22 @@ def test_linear_regions_merge_across_a_unit_the_readout_ignores():
 
 
 @pytest.mark.parametrize("net", [random_mlp(2, [6, 6, 6], seed=0), random_maxout(2, [4, 4], k=3, seed=1)])
-def test_linear_regions_never_exceed_activation_regions(net):
+def test_linear_regions_of_a_constant_readout_and_of_a_rescaled_one(net):
+    import dataclasses
+
     part = partition_plane(net, Box(-2, 2, 2))
-    assert 1 <= part.linear_regions() <= part.n_regions
+    # a zero readout makes the function constant: one linear region over all activation regions
+    if isinstance(net, MLP):
+        zero = MLP(net.weights[:-1] + (0 * net.weights[-1],), net.biases)
+        scaled = MLP(net.weights[:-1] + (-3 * net.weights[-1],), net.biases)
+    else:
+        zero = dataclasses.replace(net, readout_W=0 * net.readout_W)
+        scaled = dataclasses.replace(net, readout_W=-3 * net.readout_W)
+    flat = partition_plane(zero, Box(-2, 2, 2))
+    assert flat.n_regions == part.n_regions and flat.linear_regions() == 1
+    # scaling the readout changes no equality between affine maps: the same linear regions
+    again = partition_plane(scaled, Box(-2, 2, 2))
+    np.testing.assert_array_equal(again.linear_region_labels(), part.linear_region_labels())
 
 
 def test_storage_is_flat_and_codes_compact():
@@ -159,3 +172,26 @@ def test_adjacency_across_coincident_argmax_boundaries():
     untagged = Partition(part.domain, part.vertices, part.offsets, part.maps, part.areas, part.codes)
     np.testing.assert_array_equal(part.adjacency(), untagged.adjacency())
     assert nx.is_connected(part.to_networkx())
+
+
+def test_partition_arrays_are_read_only_copies_and_caches_cannot_go_stale():
+    part = partition_plane(random_mlp(2, [6, 6], seed=4), Box(-1, 1, 2))
+    adjacency, codes, linear = part.adjacency().copy(), part.codes.copy(), part.linear_regions()
+    for arr in (part.vertices, part.offsets, part.maps, part.areas, part.edge_tags, part.codes, part.adjacency()):
+        with pytest.raises(ValueError, match="read-only"):
+            arr.flat[0] = arr.flat[0] + 1
+    with pytest.raises(ValueError, match="read-only"):
+        part.polygon(0)[0, 0] = 9.0
+    with pytest.raises(AttributeError, match="cannot be reassigned"):
+        part.vertices = part.vertices[::-1]
+    with pytest.raises(AttributeError, match="cannot be reassigned"):
+        part.codes = codes[::-1]
+    # a partition built from caller's arrays copies them: later writes by the caller change nothing
+    verts, maps = part.vertices.copy(), part.maps.copy()
+    other = Partition(part.domain, verts, part.offsets, maps, part.areas, part.codes, edge_tags=part.edge_tags)
+    verts[:] = 0.0
+    maps[:] = 0.0
+    np.testing.assert_array_equal(other.vertices, part.vertices)
+    np.testing.assert_array_equal(other.adjacency(), adjacency)
+    assert other.linear_regions() == linear
+    np.testing.assert_array_equal(other.codes, codes)

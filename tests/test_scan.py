@@ -1,8 +1,10 @@
 import csv
 import json
+import statistics
 
 import pytest
 
+from regioncount import Box, count_sampled, random_transformer, truncate
 from regioncount._scan import CSV_COLUMNS, constructed_row, random_rows
 from regioncount.theory import maxout_lower, transformer_maxout_lower
 from regioncount_cli.main import main
@@ -18,7 +20,8 @@ def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
     assert [r["depth"] for r in rows] == [1, 2, 3, 4]
     for r in rows:
         assert r["bound"] == (transformer_maxout_lower(1, 4, 2, r["depth"]) if r["depth"] >= 3 else None)
-        assert r["random_sample_mean"] <= 40 * 40 and r["random_chao1_mean"] >= r["random_sample_mean"]
+        assert r["random_sample_mean"] == pytest.approx(statistics.fmean(r["random"]["sampled"]))
+        assert r["random_chao1_mean"] == pytest.approx(statistics.fmean(r["random"]["chao1"]))
         assert len(r["random"]["line_pieces"]) == 2
     assert rows[2]["constructed"] == rows[2]["constructed_linear"] == rows[2]["bound"] == 67
     # compact: D - 1 maxout layers in D blocks, counted exactly under the cap
@@ -29,6 +32,11 @@ def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
         table = list(csv.DictReader(f))
     assert tuple(table[0]) == CSV_COLUMNS and [int(t["depth"]) for t in table] == [1, 2, 3, 4]
     assert (out / "scan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the sampled column, recounted by hand: seed s's depth-2 truncation on the same 40 x 40 grid of the box
+    for s in range(2):
+        net = truncate(random_transformer(2, 4, 8, 4, seed=s), 2)
+        res = count_sampled(net, Box(-1, 2, 2), grid=40)
+        assert (res.regions, res.chao1) == (rows[1]["random"]["sampled"][s], rows[1]["random"]["chao1"][s])
 
 
 def test_scan_rows_do_not_depend_on_the_largest_depth():

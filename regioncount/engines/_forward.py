@@ -30,7 +30,7 @@ def _attention(op: Attention, H, codes: list, ties: list):
         top = jnp.max(Sm, axis=-1, keepdims=True)
         tied = Sm == top
         count = jnp.sum(tied, axis=-1, keepdims=True)
-        A = tied / count
+        A = tied.astype(H.dtype) / count.astype(H.dtype)  # explicit casts: the tests run strict promotion
         codes.append(jnp.argmax(Sm, axis=-1).ravel().astype(jnp.int32))
         ties.append(jnp.sum(count > 1))
     elif op.sigma == "relu":
@@ -90,10 +90,13 @@ def hash_multipliers(length: int, seed: int = 0x5EED) -> np.ndarray:
 def hash_codes(codes, multipliers):
     """Codes ``(N, C)`` -> keys ``(N, 2)`` uint64: ``sum_i c_i m_i mod 2^64`` in two lanes.
 
-    Collision risk: two different codes collide in a lane only if ``sum_i (c_i - c'_i) m_i = 0 mod 2^64``;
-    with random odd ``m_i`` and digit differences below ``2^s`` that has probability at most ``2^(s-64)``,
-    so at most ``2^(2s-128)`` for both lanes, and below ``S^2 2^(2s-129)`` for ``S`` distinct codes
-    (``s = 0`` for ReLU bits; ``s = ceil(log2 k)`` for argmax digits).
+    Collision risk (DESIGN §3): two different codes collide in a lane only if
+    ``sum_i d_i m_i = 0 mod 2^64`` with ``d = c - c'``. Take ``j`` with ``d_j`` of least 2-adic valuation
+    ``v``; of the ``2^63`` odd values of ``m_j`` at most ``2^v`` satisfy it, so a lane collides with
+    probability at most ``2^(v-63)``. With every ``|d_i| < 2^s`` (so ``v <= s - 1``) that is ``2^(s-64)``
+    per lane, ``2^(2s-128)`` for both, and below ``S^2 2^(2s-129)`` for ``S`` distinct codes. A ReLU bit
+    differs by 1, which is not below ``2^0``: ``s = 1`` for ReLU bits, ``s = ceil(log2 k)`` for argmax
+    digits ``0..k-1``.
     """
     c = codes.astype(jnp.uint64)
     return jnp.stack([c @ multipliers[0], c @ multipliers[1]], axis=-1)

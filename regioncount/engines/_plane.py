@@ -1648,11 +1648,12 @@ def partition_plane(
         (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
     ]
     rad = np.concatenate([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
-    part = Partition(domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad)
-    part.stats = {
+    stats = {
         "predicates": eng.n_predicates,
         "exact_predicates": eng.n_exact,
         "assumed": eng.n_assumed,
         "min_area": float(areas.min()) if areas.size else None,
     }
-    return part
+    return Partition(
+        domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad, stats=stats, copy=False
+    )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._config import DEFAULT_MEMORY_CAP
 from .._domain import AffineSlice, Box, Segment, Slice
 from .._errors import DomainError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
@@ -23,7 +24,6 @@ from ._forward import forward_keys, hash_multipliers
 
 #: Bytes one distinct code costs while merging: two uint64 key lanes, an int64 count, and sort scratch.
 BYTES_PER_DISTINCT = 3 * 24
-DEFAULT_MEMORY_CAP = 4 * 2**30
 #: Activation memory a chunk may use (bytes); sets the chunk size.
 CHUNK_BUDGET = 256 * 2**20
 
@@ -185,6 +185,7 @@ def count_sampled_prefixes(
             raise ValueError("grid must be at least 1 point per axis")
         total = int(grid) ** dim
     else:
+        assert samples is not None  # exactly one of grid and samples, checked above
         if samples < 1:
             raise ValueError("samples must be at least 1")
         total = int(samples)

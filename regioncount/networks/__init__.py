@@ -13,6 +13,7 @@ from ._ops import (
     Residual as Residual,
     code_length as code_length,
     is_piecewise_linear as is_piecewise_linear,
+    op_code_length as op_code_length,
     walk_widths as walk_widths,
 )
 from ._relation import (
@@ -30,6 +31,34 @@ from ._transformer import (
     random_transformer as random_transformer,
     truncate as truncate,
 )
+
+__all__ = [
+    "Affine",
+    "Attention",
+    "Block",
+    "GroupMax",
+    "MLP",
+    "Maxout",
+    "Network",
+    "Program",
+    "ReLU",
+    "Residual",
+    "Transformer",
+    "check_domain",
+    "code_length",
+    "depth_code_ends",
+    "identity_block",
+    "is_piecewise_linear",
+    "lower",
+    "op_code_length",
+    "pad_to_depth",
+    "random_maxout",
+    "random_mlp",
+    "random_transformer",
+    "truncate",
+    "walk_widths",
+]
+
 
 Network = MLP | Maxout | Transformer
 

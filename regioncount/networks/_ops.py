@@ -15,22 +15,56 @@ discrete decisions to the activation code in a fixed layout (see :func:`code_len
   masked entries 0); with ``sigma="softmax"`` nothing (it is smooth);
 - :class:`Residual` records what its body records.
 
-Arrays are NumPy float64 and never change after construction. The dataclasses are JAX pytrees,
-so programs pass through ``jax.jit`` as arguments.
+Arrays are NumPy float64 and never change after construction. The dataclasses are JAX pytrees
+(registered when JAX is imported; this module does not import it), so programs pass through ``jax.jit``
+and ``jax.grad`` as arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import jax
 import numpy as np
+
+from .._config import when_jax_imported
 
 SIGMAS = ("hardmax", "relu", "softmax")
 
 
 def _pytree(cls, data: tuple[str, ...], meta: tuple[str, ...]):
-    return jax.tree_util.register_dataclass(cls, data_fields=list(data), meta_fields=list(meta))
+    """Register the frozen dataclass ``cls`` as a pytree with leaves ``data`` and static ``meta`` fields.
+
+    Unflatten builds the instance field by field without calling ``__init__``/``__post_init__`` (as
+    equinox does): validation and the read-only float64 copies belong to construction by the user, and
+    re-running them on tracers inside ``jax.jit``/``jax.grad`` would try to convert tracers to NumPy.
+    """
+    data, meta = tuple(data), tuple(meta)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if set(data) | set(meta) != fields or set(data) & set(meta):
+        raise TypeError(f"{cls.__name__}: pytree fields {data} + {meta} must partition {sorted(fields)}")
+
+    def flatten(obj):
+        return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)
+
+    def unflatten(aux, children):
+        obj = object.__new__(cls)
+        for name, value in zip(data, children):
+            object.__setattr__(obj, name, value)
+        for name, value in zip(meta, aux):
+            object.__setattr__(obj, name, value)
+        return obj
+
+    def register(jax) -> None:
+        keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
+
+        def flatten_with_keys(obj):
+            return [(k, getattr(obj, n)) for k, n in zip(keys, data)], tuple(getattr(obj, n) for n in meta)
+
+        jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+
+    # registered when JAX is imported (now, if it is): building networks needs no JAX
+    when_jax_imported(register)
+    return cls
 
 
 def as_f64(a) -> np.ndarray:
@@ -103,15 +137,20 @@ _pytree(Residual, ("body",), ())
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Program:
-    """A lowered network: ``tokens`` rows, ``ops`` in order, output row ``out_token``."""
+    """A lowered network: ``tokens`` rows, ``ops`` in order, output row ``out_token``.
+
+    ``valid_box = ((lo...), (hi...))`` is the input box a compiled model is exact on (None: everywhere);
+    lowering keeps it, so every engine refuses a domain outside it (:func:`check_domain`).
+    """
 
     tokens: int
     input_dim: int
     ops: tuple
     out_token: int = 0
+    valid_box: tuple | None = None
 
 
-_pytree(Program, ("ops",), ("tokens", "input_dim", "out_token"))
+_pytree(Program, ("ops",), ("tokens", "input_dim", "out_token", "valid_box"))
 
 
 def walk_widths(program: Program) -> list[tuple[Op, int, int]]:

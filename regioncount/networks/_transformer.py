@@ -133,7 +133,13 @@ class Transformer:
             elif np.any(blk.b2):
                 ops.append(Affine(np.eye(blk.d_model), blk.b2))
         ops.append(Affine(self.readout_W, self.readout_b))
-        return Program(tokens=self.tokens, input_dim=self.input_dim, ops=tuple(ops), out_token=self.readout_token)
+        return Program(
+            tokens=self.tokens,
+            input_dim=self.input_dim,
+            ops=tuple(ops),
+            out_token=self.readout_token,
+            valid_box=self.valid_box,
+        )
 
 
 _pytree(

@@ -28,3 +28,35 @@ from ._regions import (
 )
 from ._retrieval import figure_retrieval as figure_retrieval, plot_retrieval as plot_retrieval
 from ._sections import axis_sections as axis_sections, figure_sections as figure_sections
+
+__all__ = [
+    "FORMATS",
+    "PALETTE",
+    "RegionSource",
+    "SampledImage",
+    "axis_sections",
+    "figure_bytes",
+    "figure_compiled",
+    "figure_decision",
+    "figure_line",
+    "figure_region_graph",
+    "figure_region_stats",
+    "figure_regions",
+    "figure_retrieval",
+    "figure_sections",
+    "format_of",
+    "greedy_colouring",
+    "level_segments",
+    "plot_compiled",
+    "plot_line",
+    "plot_region_graph",
+    "plot_region_stats",
+    "plot_regions",
+    "plot_retrieval",
+    "plot_scan",
+    "region_colours",
+    "region_source",
+    "region_stats",
+    "sample_image",
+    "truncations",
+]

@@ -11,6 +11,7 @@ bound. ``figure_*`` functions return ``(Figure, info)``: ``info`` is JSON-ready 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
@@ -50,7 +51,7 @@ class SampledImage:
     ``n_codes``: distinct codes met, a lower bound on the number of regions.
     """
 
-    domain: object
+    domain: Box | Slice
     grid: int
     ids: np.ndarray
     output: np.ndarray
@@ -79,7 +80,7 @@ class RegionSource:
     """What a picture is drawn from: ``partition`` (exact) or ``image`` (sampled), and why it was sampled."""
 
     net: object
-    domain: object
+    domain: Box | Slice
     partition: Partition | None = None
     image: SampledImage | None = None
     reason: str | None = None
@@ -87,6 +88,12 @@ class RegionSource:
     @property
     def exact(self) -> bool:
         return self.partition is not None
+
+    def sampled_image(self) -> SampledImage:
+        """The sampled image of a source that is not exact."""
+        if self.image is None:
+            raise ValueError("this source is exact: it has a partition, not a sampled image")
+        return self.image
 
 
 def _check_piecewise(program) -> None:
@@ -274,13 +281,14 @@ def level_values(lo: float, hi: float, levels: int) -> np.ndarray:
 
 
 def _output_range(src: RegionSource) -> tuple[float, float]:
-    if src.exact:
-        part = src.partition
+    part = src.partition
+    if part is not None:
         reg = np.repeat(np.arange(part.n_regions), np.diff(part.offsets))
         m = part.maps[reg, 0] if part.maps.shape[1] else np.zeros((reg.size, 3))
         f = m[:, 0] * part.vertices[:, 0] + m[:, 1] * part.vertices[:, 1] + m[:, 2]
         return float(f.min()), float(f.max())
-    return float(src.image.output.min()), float(src.image.output.max())
+    img = src.sampled_image()
+    return float(img.output.min()), float(img.output.max())
 
 
 def shared_edges(part: Partition, pairs: np.ndarray, chunk: int = 4096) -> np.ndarray:
@@ -344,7 +352,7 @@ def draw_partition(
     *,
     linear: bool = False,
     colours: np.ndarray | None = None,
-    levels: np.ndarray = (),
+    levels: np.ndarray | Sequence[float] = (),
     zero: bool = False,
 ) -> dict:
     """Draw ``part`` on ``ax``: every region a filled polygon (one PolyCollection, region order), coloured
@@ -356,11 +364,11 @@ def draw_partition(
         colours = region_colours(part, linear=linear)
     colours = np.asarray(colours, dtype=np.int64)
     ncol = int(colours.max()) + 1 if colours.size else 0
-    fills = np.array(palette(ncol), dtype=object)[colours] if ncol else []
+    fills = list(np.array(palette(ncol), dtype=object)[colours]) if ncol else []
     lw = _edge_width(n)
     pc = PolyCollection(
         _polygons(part),
-        facecolors=list(fills),
+        facecolors=fills,
         edgecolors="#ffffff" if linear else _EDGE,
         linewidths=lw * (0.6 if linear else 1.0),
         antialiaseds=True,
@@ -372,19 +380,21 @@ def draw_partition(
         lab = part.linear_region_labels()
         E = part.adjacency()
         outlines = shared_edges(part, E[lab[E[:, 0]] != lab[E[:, 1]]])
-        ax.add_collection(LineCollection(outlines, colors=_EDGE, linewidths=max(lw, 0.3) * 1.6))
+        ax.add_collection(LineCollection(list(outlines), colors=_EDGE, linewidths=max(lw, 0.3) * 1.6))
     if len(levels) and part.maps.shape[1]:
         segs = [s for v in levels for s in level_segments(part, float(v))]
         ax.add_collection(LineCollection(segs, colors=_LEVEL, linewidths=1.2))
     if zero and part.maps.shape[1]:
-        segs = level_segments(part, 0.0)
-        ax.add_collection(LineCollection(list(segs), colors=_ZERO, linewidths=2.2))
-        info["zero_set_segments"] = int(len(segs))
+        zero_segs = level_segments(part, 0.0)
+        ax.add_collection(LineCollection(list(zero_segs), colors=_ZERO, linewidths=2.2))
+        info["zero_set_segments"] = int(len(zero_segs))
     _frame_axes(ax, part.domain)
     return info
 
 
-def draw_sampled(ax, image: SampledImage, *, levels: np.ndarray = (), zero: bool = False, prefer=None) -> dict:
+def draw_sampled(
+    ax, image: SampledImage, *, levels: np.ndarray | Sequence[float] = (), zero: bool = False, prefer=None
+) -> dict:
     """Draw a sampled image on ``ax``: code ids coloured by a proper colouring of their grid adjacency,
     cells next to another code darkened as boundaries, level sets of output 0 as contours. ``prefer
     (n_codes,)``: colours to keep where no neighbouring code has them (-1: none)."""
@@ -427,8 +437,9 @@ def _frame_axes(ax, domain) -> None:
 def _describe(src: RegionSource, linear: bool) -> tuple[str, dict]:
     """Panel title and JSON-ready counts."""
     kind = region_kind(src.net)
-    if src.exact:
-        part = src.partition
+    part = src.partition
+    info: dict[str, object]
+    if part is not None:
         n = part.n_regions
         lin = part.linear_regions() if kind == "activation regions" else None
         title = f"{n:,} activation regions (exact)"
@@ -436,7 +447,7 @@ def _describe(src: RegionSource, linear: bool) -> tuple[str, dict]:
             title = f"{lin:,} linear regions ({n:,} activation regions), exact"
         info = {"method": "exact", "exact": True, "regions": n, "linear_regions": lin, "lower_bound": False}
     else:
-        img = src.image
+        img = src.sampled_image()
         title = f"≥{img.n_codes:,} {kind} (lower bound)\nsampled on a {img.grid}×{img.grid} grid"
         info = {
             "method": "sampled",
@@ -483,10 +494,10 @@ def draw_source(
     if linear:
         _check_linear(src.net, not src.exact, src.reason)
     title, info = _describe(src, linear)
-    if src.exact:
+    if src.partition is not None:
         info.update(draw_partition(ax, src.partition, linear=linear, levels=levels, zero=zero, colours=colours))
     else:
-        info.update(draw_sampled(ax, src.image, levels=levels, zero=zero, prefer=colours))
+        info.update(draw_sampled(ax, src.sampled_image(), levels=levels, zero=zero, prefer=colours))
     ax.set_title(title_prefix + title, fontsize=10)
     return info
 
@@ -525,6 +536,7 @@ def truncations(net) -> list[tuple[str, object]]:
 
     An MLP or Maxout network cut after layer ``l`` reads out layer ``l`` unchanged (identity readout), so
     its output 0 is unit 1 of that layer; a Transformer keeps its readout (:func:`networks.truncate`)."""
+    out: list[tuple[str, object]]
     if isinstance(net, MLP):
         L = len(net.widths)
         out = []
@@ -587,20 +599,22 @@ def figure_regions(
     fig = new_figure(side * ncols + 0.3, side * nrows + (0.55 if (levels or zero) else 0.2))
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     panels = []
-    prev = None  # (partition, colours) of the panel before, when exact
+    prev: tuple[Partition, np.ndarray] | None = None  # (partition, colours) of the panel before, when exact
     for i, ((label, _), src) in enumerate(zip(parts, srcs)):
         last = i == k - 1
         prefix = f"after {label}\n" if layers else ""
         colours = None
-        if src.exact:
+        if src.partition is not None:
             colours = (
                 region_colours(src.partition, linear=linear)
                 if prev is None
                 else inherited_colours(src.partition, prev[0], prev[1], linear=linear)
             )
-        elif prev is not None:
-            colours = _sampled_preference(src.image, *prev)
-        prev = (src.partition, colours) if src.exact else None
+            prev = (src.partition, colours)
+        else:
+            if prev is not None:
+                colours = _sampled_preference(src.sampled_image(), *prev)
+            prev = None
         inf = draw_source(
             axes[i],
             src,

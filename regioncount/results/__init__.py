@@ -5,3 +5,11 @@ from ._certify import certify as certify
 from ._decision import decision_labels as decision_labels, decision_summary as decision_summary
 from ._partition import Partition as Partition
 from ._polytopes import Polytopes as Polytopes
+
+__all__ = [
+    "Partition",
+    "Polytopes",
+    "certify",
+    "decision_labels",
+    "decision_summary",
+]

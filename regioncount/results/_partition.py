@@ -18,6 +18,20 @@ import numpy as np
 MAX_GRAPH_NODES = 200_000
 
 
+def _owned(a, dtype) -> np.ndarray:
+    """A read-only C-contiguous copy of ``a``."""
+    out = np.array(a, dtype=dtype, order="C", copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def _adopted(a, dtype) -> np.ndarray:
+    """A read-only view of ``a`` (a copy only where a dtype or layout change needs one)."""
+    out = np.ascontiguousarray(a, dtype=dtype).view()
+    out.setflags(write=False)
+    return out
+
+
 class Partition:
     """Activation regions of a network on a 2D domain (Serra et al. 2018), as convex polygons.
 
@@ -35,34 +49,61 @@ class Partition:
 
     ``codes`` may be given as an integer array ``(R, C)`` or as blocks ``(kind, width, array)`` in code
     order: ``"bits"`` packed with ``np.packbits(..., axis=1)``, or ``"digits"`` ``(R, width)`` integers.
+
+    Every array a partition holds or returns is read-only (writing raises ``ValueError``) and its public
+    attributes cannot be rebound, so its cached derived data (expanded codes, adjacency, the shapely tree)
+    cannot go stale. By default the arrays are copied; ``copy=False`` adopts arrays the caller hands over
+    and never writes again (an engine's freshly built output) as read-only views, without the copy.
     """
 
-    def __init__(self, domain, vertices, offsets, maps, areas, codes, *, edge_tags=None, vertex_error=None):
+    def __init__(
+        self,
+        domain,
+        vertices,
+        offsets,
+        maps,
+        areas,
+        codes,
+        *,
+        edge_tags=None,
+        vertex_error=None,
+        stats: dict | None = None,
+        copy: bool = True,
+    ):
+        own = _owned if copy else _adopted
         self.domain = domain
-        self.vertices = np.ascontiguousarray(vertices, dtype=np.float64).reshape(-1, 2)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-        self.maps = np.asarray(maps, dtype=np.float64)
-        self.areas = np.asarray(areas, dtype=np.float64)
+        self.vertices = own(vertices, np.float64).reshape(-1, 2)
+        self.offsets = own(offsets, np.int64)
+        self.maps = own(maps, np.float64)
+        self.areas = own(areas, np.float64)
         R = self.offsets.shape[0] - 1
         if self.offsets[-1] != self.vertices.shape[0] or self.maps.shape[0] != R or self.areas.shape != (R,):
             raise ValueError("vertices, offsets, maps and areas do not describe the same number of regions")
         if isinstance(codes, (list, tuple)):
-            self._blocks = [(str(k), int(w), np.asarray(a)) for k, w, a in codes]
+            self._blocks = [(str(k), int(w), own(a, None)) for k, w, a in codes]
         else:
             c = np.asarray(codes)
-            self._blocks = [("digits", c.shape[1], c.reshape(R, -1))]
+            self._blocks = [("digits", c.shape[1], own(c.reshape(R, -1), None))]
         for _, _, a in self._blocks:
             if a.shape[0] != R:
                 raise ValueError("every code block needs one row per region")
-        self.edge_tags = None if edge_tags is None else np.asarray(edge_tags, dtype=np.int64)
+        self.edge_tags = None if edge_tags is None else own(edge_tags, np.int64)
         #: optional ``(V_total,)``: each exact vertex lies within this distance of its float one (plane engine)
-        self.vertex_error = None if vertex_error is None else np.asarray(vertex_error, dtype=np.float64)
+        self.vertex_error = None if vertex_error is None else own(vertex_error, np.float64)
+        #: engine statistics (the plane engine: sign tests, exact fallbacks, assumed identities, smallest area)
+        self.stats: dict = dict(stats or {})
         lo = np.asarray(domain.param_lo, dtype=np.float64)
         hi = np.asarray(domain.param_hi, dtype=np.float64)
         self._lo, self._hi = lo, hi
-        self._adjacency = None
-        #: engine statistics (the plane engine: sign tests, exact fallbacks, assumed identities, smallest area)
-        self.stats: dict = {}
+        self._adjacency: np.ndarray | None = None
+        self._sealed = True
+
+    def __setattr__(self, name, value):
+        # the arrays are read-only and derived data is cached; rebinding an attribute would leave the caches
+        # describing another partition, so public attributes are fixed once __init__ has run
+        if getattr(self, "_sealed", False) and not name.startswith("_"):
+            raise AttributeError(f"Partition.{name} cannot be reassigned: build a new Partition")
+        object.__setattr__(self, name, value)
 
     # -- basics --------------------------------------------------------------------------------------
 
@@ -93,7 +134,9 @@ class Partition:
     @functools.cached_property
     def codes(self) -> np.ndarray:
         """``(R, C)`` int32 activation codes, expanded (4 bytes per entry) and cached on first access."""
-        return self.code_rows(slice(None))
+        out = self.code_rows(slice(None))
+        out.setflags(write=False)
+        return out
 
     def code_bytes(self) -> np.ndarray:
         """Compact ``(R, nbytes)`` uint8 rows: equal rows <=> equal codes (for hashing and dedup)."""

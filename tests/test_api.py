@@ -1,0 +1,156 @@
+"""The public surface: __all__ of each public package, lazy imports, and what starts without JAX."""
+
+import ast
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLIC_PACKAGES = [
+    "regioncount",
+    "regioncount.engines",
+    "regioncount.networks",
+    "regioncount.plotting",
+    "regioncount.results",
+    "regioncount.theory",
+]
+
+
+@pytest.mark.parametrize("name", PUBLIC_PACKAGES)
+def test_every_name_in_all_exists_and_none_is_private(name):
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+    assert exported, f"{name} exports nothing"
+    for attr in exported:
+        assert not attr.startswith("_"), f"{name} exports the private name {attr}"
+        getattr(module, attr)  # raises if the lazy table or __all__ names a missing object
+    assert len(set(exported)) == len(exported)
+
+
+def test_all_lists_what_the_package_exported_before_it_became_lazy():
+    import regioncount
+
+    # the names the eager __init__ had, every one still importable from the top level
+    before = """count_regions Box Segment Slice CurvedBoundaryError DegreeTooHighError DomainError MemoryCapError
+    ModelFileError NotPiecewiseError RegionCountError load_model save_model scan LinePieces SampleCount
+    count_sampled forward_codes partition_plane walk_line MLP Block Maxout Program Transformer lower random_maxout
+    random_mlp random_transformer truncate Partition BOUNDS bound_attaining_transformer compile_maxout
+    maxout_lower product_maxout product_relu relu_lower_serra relu_upper_serra transformer_maxout_lower""".split()
+    assert set(before) <= set(regioncount.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        regioncount.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("name", ["regioncount", "regioncount.engines", "regioncount.theory"])
+def test_type_checking_imports_match_the_lazy_table(name):
+    # each lazy package repeats its table as imports under TYPE_CHECKING (for mypy and editors): they must agree
+    path = Path(importlib.util.find_spec(name).origin)
+    tree = ast.parse(path.read_text())
+    table = next(
+        ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "_EXPORTS"
+    )
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    imported = {
+        alias.name: "." * node.level + (node.module or "")
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported == table
+
+
+def _fresh_python(code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_bounds_and_the_numpy_engines_do_not_import_jax():
+    out = _fresh_python(
+        "import sys, regioncount as rc\n"
+        "assert 'jax' not in sys.modules and 'numpy' not in sys.modules, 'import regioncount'\n"
+        "b = rc.BOUNDS['transformer_maxout_lower'](m=4, T=3, q=2, D=6)\n"
+        "assert 'jax' not in sys.modules and 'numpy' not in sys.modules, 'bounds'\n"
+        "import regioncount.theory\n"
+        "assert 'jax' not in sys.modules, 'theory'\n"
+        "net = rc.random_mlp(2, [4, 4], seed=1)\n"
+        "part = rc.partition_plane(net, rc.Box(-1, 1, 2))\n"
+        "line = rc.walk_line(net, rc.Segment([-1, -1], [1, 1]))\n"
+        "assert 'jax' not in sys.modules, 'plane and line engines'\n"
+        "print(b, part.n_regions, line.activation_pieces)"
+    )
+    bound, regions, pieces = map(int, out.split())
+    assert bound == 48_841
+    assert regions >= pieces >= 1
+
+
+def test_networks_built_before_jax_is_imported_still_pass_through_jit_in_float64():
+    out = _fresh_python(
+        "import sys, regioncount as rc\n"
+        "net = rc.random_mlp(2, [3], seed=0)\n"
+        "assert 'jax' not in sys.modules\n"
+        "import jax, jax.numpy as jnp\n"
+        "assert jax.config.jax_enable_x64\n"
+        "s = jax.jit(lambda n: n.weights[0].sum())(net)\n"
+        "print(s.dtype, jnp.ones(2).dtype, float(s) == float(net.weights[0].sum()))"
+    )
+    assert out == "float64 float64 True"
+
+
+def test_jax_imported_first_gets_x64_when_regioncount_is_imported():
+    out = _fresh_python(
+        "import jax\nassert not jax.config.jax_enable_x64\nimport regioncount\nprint(jax.numpy.ones(1).dtype)"
+    )
+    assert out == "float64"
+
+
+# Folders whose code is a user of the library: they import public names only. (cli/ joins this list once its
+# commands import from the public API.)
+USERS = ["notebooks", "scripts", "benchmarks"]
+
+
+def _private_imports(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        modules = []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+            if node.module.split(".")[0] == "regioncount":
+                modules += [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        for m in modules:
+            parts = m.split(".")
+            if parts[0] == "regioncount" and any(p.startswith("_") for p in parts[1:]):
+                found.append(m)
+    return found
+
+
+def test_notebooks_scripts_and_benchmarks_import_only_public_names():
+    import json
+
+    offenders = {}
+    for folder in USERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix == ".py":
+                sources = [path.read_text()]
+            elif path.suffix == ".ipynb":
+                cells = json.loads(path.read_text())["cells"]
+                sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+            else:
+                continue
+            bad = [m for s in sources for m in _private_imports(s)]
+            if bad:
+                offenders[str(path.relative_to(ROOT))] = bad
+    assert offenders == {}
+    # the checker itself sees a private import
+    assert _private_imports("from regioncount.engines._plane import partition_plane") == [
+        "regioncount.engines._plane",
+        "regioncount.engines._plane.partition_plane",
+    ]
+    assert _private_imports("from regioncount import _config") == ["regioncount._config"]

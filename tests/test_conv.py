@@ -318,6 +318,7 @@ def test_core_imports_without_onnx_and_says_what_to_install(tmp_path):
     code = (
         "import sys; sys.modules['onnx'] = None; sys.modules['onnxruntime'] = None; sys.modules['safetensors'] = None\n"
         "import regioncount as rc\n"
+        "rc.load_onnx  # the loaders import (lazily) without the optional extras\n"
         "assert 'regioncount._loaders' in sys.modules\n"
         f"p = {str(tmp_path / 'm.onnx')!r}; open(p, 'wb').write(b'x')\n"
         "try:\n    rc.load_onnx(p)\nexcept rc.ModelFileError as e:\n    print(e)\n"

@@ -410,6 +410,16 @@ class ExactReplay:
 
         flat(program.ops)
 
+    def affine_before(self, leaf: int):
+        """The Affine op that leaf ``leaf`` reads directly (the instruction before it), or None."""
+        pos = self.leaf_pos[leaf]
+        if pos == 0:
+            return None
+        ins = self.ins[pos - 1]
+        from ..networks._ops import Affine
+
+        return ins[1] if ins[0] == "leaf" and isinstance(ins[1], Affine) else None
+
     def _step(self, ins, M, stack, code):
         from ..networks._ops import Affine, Attention, GroupMax, ReLU
 

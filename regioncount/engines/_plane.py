@@ -45,13 +45,21 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import os
 from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
 from .._domain import Box, Slice
-from .._errors import CurvedBoundaryError, DomainError, InexactError, MemoryCapError, NotPiecewiseError
+from .._errors import (
+    CertificateError,
+    CurvedBoundaryError,
+    DomainError,
+    InexactError,
+    MemoryCapError,
+    NotPiecewiseError,
+)
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._partition import Partition
@@ -64,6 +72,7 @@ from ._exact import (
     ExactReplay,
     affine_bounds,
     column_granularity,
+    exact_affine,
     exact_frame_error,
     exact_scores,
     finite_or_raise,
@@ -717,19 +726,23 @@ class _Engine:
         )
         self._rec_starts.append(start)
 
-    def _exact_maps(self, rec: dict, p: int):
-        key = (id(rec), p)
+    def _exact_maps(self, rec: dict, p: int, before: int = 0):
+        """Exact maps of parent ``p`` of ``rec`` at the start of the leaf ``before`` leaves before its op."""
+        key = (id(rec), p, before)
         hit = self._exact_cache.get(key)
         if hit is None:
             rows = []
             for kind, w, arr in rec["blocks"]:
                 row = arr[p]
                 rows.append(np.unpackbits(row, count=w) if kind == "bits" else row)
-            if self._replay is None:
-                self._replay = ExactReplay(self.program, self.M0)
-            hit = self._replay.maps_at(rows, rec["leaf"])
+            hit = self.replay().maps_at(rows, rec["leaf"] - before)
             self._exact_cache[key] = hit
         return hit
+
+    def replay(self) -> ExactReplay:
+        if self._replay is None:
+            self._replay = ExactReplay(self.program, self.M0)
+        return self._replay
 
     def _exact_line(self, tag: int) -> tuple[int, int, int]:
         """The exact line (integers, up to a positive factor) that the cuts with ``tag`` were made along,
@@ -746,8 +759,16 @@ class _Engine:
         off = tag - rec["start"]
         if rec["kind"] == "relu":
             p, j = divmod(off, rec["D"])
-            M = self._exact_maps(rec, p)
-            line = tuple(int(v) for v in M.N.reshape(3, -1)[:, j])
+            prev = self.replay().affine_before(rec["leaf"])
+            if prev is None:
+                M = self._exact_maps(rec, p)
+                line = tuple(int(v) for v in M.N.reshape(3, -1)[:, j])
+            else:
+                # the ReLU reads an affine op: only unit j's column of it is needed, not the whole product
+                M = self._exact_maps(rec, p, before=1)
+                t, jj = divmod(j, prev.W.shape[0])
+                col = exact_affine(ExactMap(M.N[:, t : t + 1, :], M.s), prev.W[jj : jj + 1], _bias_row(prev.b, t, jj))
+                line = tuple(int(v) for v in col.N[:, 0, 0])
         else:
             pair, p = divmod(off, rec["R0"])
             b = int((1 + np.sqrt(1 + 8 * pair)) // 2)
@@ -930,7 +951,7 @@ class _Engine:
         D = T * d
         Af = A.reshape(R0, 3, D)
         err = bd.eb.reshape(D)
-        pos, neg = self._sides(Af, err)
+        pos, neg = self._sides(Af, err, bd.hb.reshape(D))
         cross = pos & neg
         st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
         # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
@@ -979,7 +1000,7 @@ class _Engine:
             neg[amb] = np.any((sg == -1) | (sg == 2), axis=1)
         return pos, neg
 
-    def _sides(self, Af: np.ndarray, err: np.ndarray):
+    def _sides(self, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
         """Per parent and unit: may the unit take values > 0 (pos) and < 0 (neg) on the exact polygon?
 
         A disc test (value at an interior point against the gradient times the radius, with every error
@@ -993,7 +1014,7 @@ class _Engine:
         amb_p, amb_j = [], []
         # |c| <= 1 for every centre (they lie in the square), so the rounding of the value at the centre and
         # the error of its coefficients are bounded per unit
-        k0 = (gamma(3) * np.abs(Af).sum(axis=1).max(axis=0, initial=0.0) + 3 * err) * (1 + 1e-9) + TINY
+        k0 = (gamma(3) * hb + 3 * err) * (1 + 1e-9) + TINY  # hb bounds |a1| + |a2| + |a0|
         step = max(1, _CHUNK // max(1, 4 * D))
         for lo in range(0, R0, step):
             sl = slice(lo, min(R0, lo + step))
@@ -1500,6 +1521,11 @@ def _pad(V: np.ndarray, M: int) -> np.ndarray:
     return out
 
 
+def _bias_row(b: np.ndarray, t: int, j: int) -> np.ndarray:
+    """Bias entry ``j`` (of token ``t`` where the bias is per token) as a length-1 vector."""
+    return (b[t, j : j + 1] if b.ndim == 2 else b[j : j + 1]).copy()
+
+
 def _pad_r(R: np.ndarray, M: int) -> np.ndarray:
     if R.shape[1] >= M:
         return R
@@ -1654,6 +1680,14 @@ def partition_plane(
         "assumed": eng.n_assumed,
         "min_area": float(areas.min()) if areas.size else None,
     }
-    return Partition(
+    part = Partition(
         domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad, stats=stats, copy=False
     )
+    if os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
+        # a debugging aid: every exact partition certifies itself (the test suite is run once this way)
+        from ..results._certify import certify
+
+        cert = certify(part, net)
+        if not cert["passed"]:
+            raise CertificateError(f"the certificate failed: {cert['checks']}")
+    return part

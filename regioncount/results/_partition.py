@@ -201,7 +201,10 @@ class Partition:
         d = Q - P
         length = np.hypot(d[:, 0], d[:, 1])
         diam = float(np.hypot(*(self._hi - self._lo)))
-        eps = 1e-9 * diam
+        # with engine tags, edges on one line are grouped exactly and only float noise in their ends needs
+        # a margin (slivers far below 1e-9 of the domain are regions, with neighbours); without tags, edges
+        # are grouped by their lines with a tolerance and the margin stays at that scale
+        eps = (1e-13 if self.edge_tags is not None else 1e-9) * diam
         keep = length > eps
         P, Q, d, length, reg = P[keep], Q[keep], d[keep], length[keep], reg[keep]
         tags = self.edge_tags[keep] if self.edge_tags is not None else _line_tags(P, Q, d, length, diam)

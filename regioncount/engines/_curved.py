@@ -285,14 +285,41 @@ def _product_conic(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     )
 
 
+class _Buf:
+    """A growable array whose first axis follows the trapezoids: ``a`` is the live view ``(n, ...)``;
+    rows are only ever appended (the first piece of a split trapezoid keeps its row)."""
+
+    def __init__(self, a: np.ndarray):
+        self.data = np.ascontiguousarray(a)
+        self.n = a.shape[0]
+
+    @property
+    def a(self) -> np.ndarray:
+        return self.data[: self.n]
+
+    def append_rows(self, src: np.ndarray):
+        need = self.n + src.size
+        if need > self.data.shape[0]:
+            cap = max(need, self.data.shape[0] * 3 // 2, 64)
+            data = np.empty((cap,) + self.data.shape[1:], self.data.dtype)
+            data[: self.n] = self.data[: self.n]
+            self.data = data
+        self.data[self.n : need] = self.data[src]
+        self.n = need
+
+
+_TRAP_FIELDS = tuple(f.name for f in dataclasses.fields(Traps))
+
+
 class _Engine:
-    """Trapezoids, their per-op arrays and the code columns, split op by op."""
+    """Trapezoids and every array that follows them (maps, codes, per-op state), split op by op."""
 
     def __init__(self, program: Program, max_traps: int | None, progress):
         self.program = program
-        self.t = unit_square()
-        self.codes: list[np.ndarray] = []
-        self.stack: list = []
+        self.bufs: list[_Buf] = []
+        sq = unit_square()
+        self.tb = {name: self.reg(getattr(sq, name)) for name in _TRAP_FIELDS}
+        self.codes: list[_Buf] = []
         self.next_id = _FIRST_ID
         self.violations = 0
         self.max_traps = max_traps
@@ -300,48 +327,64 @@ class _Engine:
         self.total = len(walk_widths(program))
         self.done = 0
         self.cubic = False
-        self.ties = np.zeros(1, np.int64)
+        self.ties = self.reg(np.zeros(1, np.int64))
 
-    def split(self, Q: np.ndarray, active: np.ndarray, local: list):
-        """Split every active trapezoid by its conic ``Q (N, 6)``; re-index the engine's arrays and the
-        arrays in ``local`` (returned in order). Returns ``(sign (N'), locals)``; sign 0 on inactive rows."""
+    def reg(self, a) -> _Buf | None:
+        if a is None:
+            return None
+        b = _Buf(a)
+        self.bufs.append(b)
+        return b
+
+    def unreg(self, *bufs):
+        for b in bufs:
+            if b is not None:
+                self.bufs.remove(b)
+
+    @property
+    def t(self) -> Traps:
+        return Traps(**{name: b.a for name, b in self.tb.items()})
+
+    @property
+    def n(self) -> int:
+        return self.tb["xa"].n
+
+    def split(self, Q: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """Split every active trapezoid by its conic ``Q (N, 6)``; every registered array follows. Returns
+        the sign of ``Q`` on each trapezoid afterwards ``(N',)`` (0 on inactive rows)."""
         t = self.t
         N = t.n
         sign = np.zeros(N, np.int8)
         act = np.flatnonzero(active)
         if act.size == 0:
-            return sign, local
+            return sign
         s = cn.interval_sign(Q[act], t.xa[act], t.xb[act], t.ylo[act], t.yhi[act])
         sign[act] = s
         cand = act[s == 0]
         if cand.size == 0:
-            return sign, local
+            return sign
         pieces, src, sg, self.next_id, v = split_traps(t.take(cand), Q[cand], self.next_id)
         self.violations += v
-        # pieces replace their rows: the first piece of each candidate goes in place, the rest are appended
-        gsrc = cand[src]
+        # the first piece of each candidate takes its row, the others are appended
         firsts = np.ones(src.size, bool)
         order = np.argsort(src, kind="stable")
-        firsts_sorted = np.ones(src.size, bool)
-        firsts_sorted[1:] = src[order][1:] != src[order][:-1]
-        firsts[order] = firsts_sorted
+        fs = np.ones(src.size, bool)
+        fs[1:] = src[order][1:] != src[order][:-1]
+        firsts[order] = fs
         extra = np.flatnonzero(~firsts)
         if self.max_traps is not None and N + extra.size > self.max_traps:
             raise MemoryCapError(f"the curved partition passed {self.max_traps:,} trapezoids")
-        idx = np.concatenate([np.arange(N), gsrc[extra]])
+        gsrc = cand[src]
+        for b in self.bufs:
+            b.append_rows(gsrc[extra])
         rows_first = np.flatnonzero(firsts)
-        newt = t.take(idx)
         place = np.concatenate([gsrc[rows_first], N + np.arange(extra.size)])
         from_piece = np.concatenate([rows_first, extra])
-        for fld in dataclasses.fields(Traps):
-            getattr(newt, fld.name)[place] = getattr(pieces, fld.name)[from_piece]
-        self.t = newt
-        sign = sign[idx]
+        for name, b in self.tb.items():
+            b.a[place] = getattr(pieces, name)[from_piece]
+        sign = np.concatenate([sign, sign[gsrc[extra]]])
         sign[place] = sg[from_piece]
-        self.codes = [c[idx] for c in self.codes]
-        self.stack = [None if a is None else a[idx] for a in self.stack]
-        self.ties = self.ties[idx]
-        return sign, [None if a is None else a[idx] for a in local]
+        return sign
 
     def _tick(self):
         self.done += 1
@@ -357,6 +400,7 @@ class _Engine:
             )
 
     def run(self, ops, A):
+        """Apply ``ops`` to the maps ``A (N, 3, T, d)`` (None once they are no longer affine)."""
         for op in ops:
             if isinstance(op, Affine):
                 if A is not None:
@@ -378,101 +422,118 @@ class _Engine:
                 A = self.hardmax(A, op) if op.sigma == "hardmax" else self.relu_attention(A, op)
                 self._tick()
             elif isinstance(op, Residual):
-                self.stack.append(A)
+                base = self.reg(A)
                 B = self.run(op.body, A)
-                base = self.stack.pop()
-                A = None if (B is None or base is None) else base + B
+                self.unreg(base)
+                A = None if (B is None or base is None) else base.a + B
             else:
                 raise TypeError(f"unknown op {type(op).__name__}")
         return A
 
     def relu(self, Z):
         N, _, T, w = Z.shape
-        bits = np.zeros((N, T * w), np.int8)
+        bZ = self.reg(Z)
+        bits = self.reg(np.zeros((N, T * w), np.int32))
         for tok in range(T):
             for j in range(w):
-                Q = _line_conic(Z[:, :, tok, j])
-                sign, (Z, bits) = self.split(Q, np.ones(Z.shape[0], bool), [Z, bits])
-                bits[:, tok * w + j] = sign > 0
-        self.codes.append(bits.astype(np.int32))
-        return Z * bits.reshape(-1, 1, T, w)
+                Q = _line_conic(bZ.a[:, :, tok, j])
+                sign = self.split(Q, np.ones(self.n, bool))
+                bits.a[:, tok * w + j] = sign > 0
+        self.unreg(bZ)
+        self.codes.append(bits)
+        return bZ.a * bits.a.reshape(-1, 1, T, w)
 
     def group_max(self, Z, k: int):
         N, _, T, w = Z.shape
         n = w // k
-        digits = np.zeros((N, T * n), np.int32)
-        out = np.zeros((N, 3, T, n))
+        bZ = self.reg(Z)
+        digits = self.reg(np.zeros((N, T * n), np.int32))
+        out = self.reg(np.zeros((N, 3, T, n)))
         for tok in range(T):
             for u in range(n):
-                F = Z[:, :, tok, u * k : (u + 1) * k]  # (N, 3, k)
                 x, y = self.t.witness()
+                F = bZ.a[:, :, tok, u * k : (u + 1) * k]
                 val = F[:, 0] * x[:, None] + F[:, 1] * y[:, None] + F[:, 2]
-                champ = np.argmax(val, axis=1)
+                champ = self.reg(np.argmax(val, axis=1))
                 for r in range(k):
-                    diff = F[np.arange(F.shape[0]), :, champ] - F[:, :, r]
+                    F = bZ.a[:, :, tok, u * k : (u + 1) * k]
+                    c = champ.a
+                    diff = F[np.arange(c.size), :, c] - F[:, :, r]
                     ident = np.all(np.abs(diff) <= TIE_RTOL * np.abs(F).sum(axis=(1, 2))[:, None], axis=1)
-                    act = (champ != r) & ~ident
-                    sign, (F, champ, Z, digits, out, ident, act) = self.split(
-                        _line_conic(diff), act, [F, champ, Z, digits, out, ident, act]
-                    )
-                    champ = np.where((act & (sign < 0)) | (ident & (r < champ)), r, champ)
-                digits[:, tok * n + u] = champ
-                out[:, :, tok, u] = F[np.arange(F.shape[0]), :, champ]
+                    act = (c != r) & ~ident
+                    bact, bident = self.reg(act), self.reg(ident)
+                    sign = self.split(_line_conic(diff), act)
+                    act, ident = bact.a, bident.a
+                    self.unreg(bact, bident)
+                    c = champ.a
+                    c[:] = np.where((act & (sign < 0)) | (ident & (r < c)), r, c)
+                F = bZ.a[:, :, tok, u * k : (u + 1) * k]
+                digits.a[:, tok * n + u] = champ.a
+                out.a[:, :, tok, u] = F[np.arange(self.n), :, champ.a]
+                self.unreg(champ)
+        self.unreg(bZ, out)
         self.codes.append(digits)
-        return out
+        return out.a
 
     def hardmax(self, A, op: Attention):
         N, _, T, d = A.shape
         H = op.heads
-        digits = np.zeros((N, H * T), np.int32)
-        out = np.zeros((N, 3, T, d))
+        bA = self.reg(A)
+        digits = self.reg(np.zeros((N, H * T), np.int32))
+        out = self.reg(np.zeros((N, 3, T, d)))
         for h in range(H):
-            Qh = A @ op.Wq[h]  # (N, 3, T, dk)
-            Kh = A @ op.Wk[h]
-            VO = (A @ op.Wv[h]) @ op.Wo[h]  # (N, 3, T, d)
+            bQ = self.reg(bA.a @ op.Wq[h])  # (N, 3, T, dk)
+            bK = self.reg(bA.a @ op.Wk[h])
+            bVO = self.reg((bA.a @ op.Wv[h]) @ op.Wo[h])  # (N, 3, T, d)
             for i in range(T):
                 keys = np.arange(i + 1) if op.causal else np.arange(T)
-                S = np.stack([_product_conic(Qh[:, :, i], Kh[:, :, j]) for j in keys], axis=1)  # (N, K, 6)
+                Qh, Kh = bQ.a, bK.a
+                bS = self.reg(np.stack([_product_conic(Qh[:, :, i], Kh[:, :, j]) for j in keys], axis=1))
                 x, y = self.t.witness()
-                sv = cn.value(S, x[:, None], y[:, None])
-                champ = np.argmax(sv, axis=1)
-                tie = np.zeros(S.shape[:2], bool)
-                tie[np.arange(S.shape[0]), champ] = True
+                champ = self.reg(np.argmax(cn.value(bS.a, x[:, None], y[:, None]), axis=1))
+                tie = self.reg(np.zeros(bS.a.shape[:2], bool))
+                tie.a[np.arange(self.n), champ.a] = True
                 for j in range(keys.size):
-                    rows = np.arange(S.shape[0])
-                    Sc = S[rows, champ]
+                    S, c = bS.a, champ.a
+                    Sc = S[np.arange(c.size), c]
                     diff = Sc - S[:, j]
                     scale = np.abs(Sc).sum(axis=1) + np.abs(S[:, j]).sum(axis=1)
-                    ident = np.all(np.abs(diff) <= TIE_RTOL * scale[:, None], axis=1) & (champ != j)
-                    act = (champ != j) & ~ident
-                    sign, (S, champ, tie, ident, act, VO, Qh, Kh, out, digits, A) = self.split(
-                        diff, act, [S, champ, tie, ident, act, VO, Qh, Kh, out, digits, A]
-                    )
+                    ident = np.all(np.abs(diff) <= TIE_RTOL * scale[:, None], axis=1) & (c != j)
+                    act = (c != j) & ~ident
+                    bact, bident = self.reg(act), self.reg(ident)
+                    sign = self.split(diff, act)
+                    act, ident = bact.a, bident.a
+                    self.unreg(bact, bident)
                     win = act & (sign < 0)
-                    champ = np.where(win, j, champ)
-                    tie[win] = False
-                    tie[win, j] = True
-                    tie[ident, j] = True
-                digits[:, h * T + i] = np.argmax(tie, axis=1)
-                self.ties = self.ties + (tie.sum(axis=1) > 1)
-                wts = tie / tie.sum(axis=1, keepdims=True)
-                out[:, :, i, :] += np.einsum("nk,nckd->ncd", wts, VO[:, :, keys, :])
+                    champ.a[win] = j
+                    tie.a[win] = False
+                    tie.a[win, j] = True
+                    tie.a[ident, j] = True
+                tw = tie.a
+                digits.a[:, h * T + i] = np.argmax(tw, axis=1)
+                self.ties.a[:] += tw.sum(axis=1) > 1
+                wts = tw / tw.sum(axis=1, keepdims=True)
+                out.a[:, :, i, :] += np.einsum("nk,nckd->ncd", wts, bVO.a[:, :, keys, :])
+                self.unreg(bS, champ, tie)
+            self.unreg(bQ, bK, bVO)
+        self.unreg(bA, out)
         self.codes.append(digits)
-        return out
+        return out.a
 
     def relu_attention(self, A, op: Attention):
         N, _, T, d = A.shape
         H = op.heads
-        bits = np.zeros((N, H * T * T), np.int8)
+        bA = self.reg(A)
+        bits = self.reg(np.zeros((N, H * T * T), np.int32))
         for h in range(H):
-            Qh = A @ op.Wq[h]
-            Kh = A @ op.Wk[h]
             for i in range(T):
                 for j in range(i + 1 if op.causal else T):
-                    S = _product_conic(Qh[:, :, i], Kh[:, :, j])
-                    sign, (Qh, Kh, bits, A) = self.split(S, np.ones(S.shape[0], bool), [Qh, Kh, bits, A])
-                    bits[:, (h * T + i) * T + j] = sign > 0
-        self.codes.append(bits.astype(np.int32))
+                    a = bA.a
+                    S = _product_conic(a[:, :, i] @ op.Wq[h], a[:, :, j] @ op.Wk[h])
+                    sign = self.split(S, np.ones(self.n, bool))
+                    bits.a[:, (h * T + i) * T + j] = sign > 0
+        self.unreg(bA)
+        self.codes.append(bits)
         self.cubic = True
         return None
 
@@ -536,8 +597,8 @@ def partition_curved(
     A[0, 2] = x0n
     eng = _Engine(program, max_traps, progress)
     A = eng.run(program.ops, A)
-    t = eng.t
-    codes = np.concatenate(eng.codes, axis=1) if eng.codes else np.zeros((t.n, 0), np.int32)
+    t = eng.t.take(slice(None))
+    codes = np.concatenate([c.a for c in eng.codes], axis=1) if eng.codes else np.zeros((t.n, 0), np.int32)
     maps = None if A is None else A[:, :, program.out_token, :].transpose(0, 2, 1).copy()  # (N, out, 3) in u'
     return Cells(
         domain=domain,
@@ -547,6 +608,6 @@ def partition_curved(
         centre=c,
         half=h,
         order_violations=eng.violations,
-        ties=int(np.count_nonzero(eng.ties)),
+        ties=int(np.count_nonzero(eng.ties.a)),
         kind="spline" if eng.cubic else "linear",
     )

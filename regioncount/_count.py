@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ._domain import Box, Segment, Slice
-from ._errors import MemoryCapError, RegionCountError
+from ._errors import CurvedBoundaryError, MemoryCapError, RegionCountError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
@@ -31,6 +31,31 @@ def default_segment(box: Box) -> Segment:
     return Segment(box.lo, box.hi)
 
 
+#: Peak resident bytes per trapezoid of the curved engine (benchmarks/README.md, curved_speed.py).
+CURVED_BYTES_PER_TRAP = 4096
+
+
+def _count_curved(net, domain, cap: int, progress, max_regions: int | None) -> dict:
+    """The curved engine's counts: ``regions`` are connected cells, ``codes`` distinct codes; ``exact`` is
+    False where an arc-order check failed or an area integral did not converge. ``max_regions`` caps the
+    trapezoids (every cell is one or more of them, so the cap is conservative)."""
+    from .engines._curved import partition_curved
+
+    max_traps = max(1, cap // CURVED_BYTES_PER_TRAP)
+    if max_regions is not None:
+        max_traps = min(max_traps, max_regions)
+    try:
+        cells = partition_curved(net, domain, progress=progress, max_traps=max_traps)
+    except MemoryCapError:
+        raise MemoryCapError(
+            f"the curved partition passed {max_traps:,} trapezoids, about what fits in the "
+            f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
+        ) from None
+    out = cells.summary()
+    out["engine"] = "curved"
+    return out
+
+
 def count_regions(
     net,
     domain,
@@ -41,6 +66,7 @@ def count_regions(
     seed: int = 0,
     memory_cap: int | None = None,
     progress=None,
+    max_regions: int | None = None,
 ) -> dict:
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
@@ -92,21 +118,30 @@ def count_regions(
             from .engines._sample import DEFAULT_MEMORY_CAP
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
-            max_regions = max(1, cap // PLANE_BYTES_PER_REGION)
+            cap_regions = max(1, cap // PLANE_BYTES_PER_REGION)
+            if max_regions is not None:
+                cap_regions = min(cap_regions, max_regions)
             try:
-                part = partition_plane(net, domain, progress=progress, max_regions=max_regions)
+                part = partition_plane(net, domain, progress=progress, max_regions=cap_regions)
             except MemoryCapError:
                 raise MemoryCapError(
-                    f"the exact partition passed {max_regions:,} regions, about what fits in the "
+                    f"the exact partition passed {cap_regions:,} regions, about what fits in the "
                     f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
                 ) from None
-            out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
+            except CurvedBoundaryError:
+                part = None
+            if part is not None:
+                out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
+            else:
+                # curved boundaries (hardmax past its first block, ReLU attention): the curved engine
+                out = _count_curved(net, domain, cap, progress, max_regions)
         else:
             raise RegionCountError(
                 f"exact counting needs a 1D or 2D domain but the box is {domain.dim}D: give a 2D slice "
                 "(--origin/--dir1/--dir2), use --method line along a segment, or --method sample"
             )
-        out.update(method=method, exact=True, kind=kind)
+        out.setdefault("exact", True)
+        out.update(method=method, kind=kind)
     out["seconds"] = time.perf_counter() - t0
     return out
 

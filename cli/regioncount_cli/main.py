@@ -86,6 +86,12 @@ def count(
             help="Memory cap in GiB: bounds the distinct-code table of a sampled count and the regions of an exact 2D partition."
         ),
     ] = 4.0,
+    max_regions: Annotated[
+        int | None,
+        typer.Option(
+            help="exact 2D: stop with an error once the partition holds more than this many regions (curved cells: trapezoids, which bound the cells from above)."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     out: Annotated[
         Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
@@ -119,8 +125,11 @@ def count(
                 seed=seed,
                 memory_cap=int(memory_cap * 2**30),
                 progress=bar,
+                max_regions=max_regions,
             )
 
+    if max_regions is not None and max_regions < 1:
+        fail(f"--max-regions must be >= 1, got {max_regions}", 2)
     res = guarded(run)
     res["model"] = str(model)
     if out is not None:
@@ -129,8 +138,15 @@ def count(
         print(dump_json(res))
         return
     table = Table(title=f"{model.name}: {res['kind']}", show_header=False)
-    label = f"{res['kind']} ({'exact' if res['exact'] else 'lower bound'})"
+    if res.get("engine") == "curved":
+        # connected cells: exact unless an arc-order check or an area integral failed
+        label = f"{res['kind']}, connected cells ({'exact' if res['exact'] else 'NOT certified exact'})"
+    else:
+        label = f"{res['kind']} ({'exact' if res['exact'] else 'lower bound'})"
     table.add_row(label, f"{res['regions']:,}")
+    for key in ("codes", "trapezoids"):
+        if key in res:
+            table.add_row("distinct codes" if key == "codes" else key, f"{res[key]:,}")
     if res.get("linear_regions") is not None:
         table.add_row(
             "linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged",

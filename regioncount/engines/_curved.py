@@ -352,18 +352,22 @@ class _Engine:
     def split(self, Q: np.ndarray, active: np.ndarray) -> np.ndarray:
         """Split every active trapezoid by its conic ``Q (N, 6)``; every registered array follows. Returns
         the sign of ``Q`` on each trapezoid afterwards ``(N',)`` (0 on inactive rows)."""
+        act = np.flatnonzero(active)
+        return self.split_rows(act, Q[act])
+
+    def split_rows(self, act: np.ndarray, Qa: np.ndarray) -> np.ndarray:
+        """:meth:`split` for the trapezoids ``act`` only, with their conics ``Qa (len(act), 6)``."""
         t = self.t
         N = t.n
         sign = np.zeros(N, np.int8)
-        act = np.flatnonzero(active)
         if act.size == 0:
             return sign
-        s = cn.interval_sign(Q[act], t.xa[act], t.xb[act], t.ylo[act], t.yhi[act])
+        s = cn.interval_sign(Qa, t.xa[act], t.xb[act], t.ylo[act], t.yhi[act])
         sign[act] = s
         cand = act[s == 0]
         if cand.size == 0:
             return sign
-        pieces, src, sg, self.next_id, v = split_traps(t.take(cand), Q[cand], self.next_id)
+        pieces, src, sg, self.next_id, v = split_traps(t.take(cand), Qa[s == 0], self.next_id)
         self.violations += v
         # the first piece of each candidate takes its row, the others are appended
         firsts = np.ones(src.size, bool)
@@ -432,14 +436,29 @@ class _Engine:
 
     def relu(self, Z):
         N, _, T, w = Z.shape
+        t = self.t
+        # every unit at once on the bounding boxes: an affine map's range there is exact up to rounding
+        cx, cy = (t.xa + t.xb) / 2, (t.ylo + t.yhi) / 2
+        rx, ry = (t.xb - t.xa) / 2, (t.yhi - t.ylo) / 2
+        Zf = Z.reshape(N, 3, T * w)
+        mid = Zf[:, 0] * cx[:, None] + Zf[:, 1] * cy[:, None] + Zf[:, 2]
+        rad = np.abs(Zf[:, 0]) * rx[:, None] + np.abs(Zf[:, 1]) * ry[:, None]
+        margin = 1e-12 * (np.abs(Zf).sum(axis=1) + rad)
         bZ = self.reg(Z)
-        bits = self.reg(np.zeros((N, T * w), np.int32))
+        bits = self.reg((mid > rad + margin).astype(np.int32))
+        # undecided (unit, trapezoid) pairs; pieces inherit their parent's flags (a decided sign stays)
+        und = self.reg(np.abs(mid) <= rad + margin)
         for tok in range(T):
             for j in range(w):
-                Q = _line_conic(bZ.a[:, :, tok, j])
-                sign = self.split(Q, np.ones(self.n, bool))
-                bits.a[:, tok * w + j] = sign > 0
-        self.unreg(bZ)
+                col = tok * w + j
+                rows = np.flatnonzero(und.a[:, col])
+                if rows.size == 0:
+                    continue
+                n0 = self.n
+                sign = self.split_rows(rows, _line_conic(bZ.a[rows, :, tok, j]))
+                rows = np.concatenate([rows, np.arange(n0, self.n)])  # appended pieces came from `rows`
+                bits.a[rows, col] = sign[rows] > 0
+        self.unreg(bZ, und)
         self.codes.append(bits)
         return bZ.a * bits.a.reshape(-1, 1, T, w)
 

@@ -230,3 +230,21 @@ def test_relu_attention_first_op_and_beyond():
     deeper = random_transformer(tokens=2, d_model=4, depth=1, attention="relu", seed=1)
     with pytest.raises(CurvedBoundaryError, match="--method line.*--method sample"):
         partition_curved(deeper, BOX)
+
+
+def test_cli_counts_curved_cells(tmp_path, capsys):
+    import json
+
+    from regioncount._io import save_model
+    from regioncount_cli.main import main
+
+    path = tmp_path / "circles.npz"
+    save_model(conic_transformer([circle((0.0, 0.0), 0.6), circle((0.2, 0.1), 0.5)]), path)
+    assert main(["count", str(path), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["engine"] == "curved" and res["regions"] == 4 and res["codes"] == 4 and res["exact"] is True
+    assert main(["count", str(path)]) == 0
+    assert "connected cells (exact)" in capsys.readouterr().out
+    assert main(["count", str(path), "--max-regions", "3"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("regioncount: error:")

@@ -248,3 +248,17 @@ def test_cli_counts_curved_cells(tmp_path, capsys):
     assert main(["count", str(path), "--max-regions", "3"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("regioncount: error:")
+
+
+def test_truncations_from_one_run():
+    from regioncount.networks import depth_code_ends, truncate
+
+    net = random_transformer(tokens=2, d_model=4, depth=3, seed=4)
+    ends = depth_code_ends(net)
+    snaps = tuple(len(truncate(net, D).lower().ops) - 1 for D in (1, 2, 3))
+    cells = partition_curved(net, BOX, snapshots=snaps)
+    for D in (1, 2, 3):
+        got = cells.truncated_counts(ends[D - 1], cells.prefix_maps[snaps[D - 1]])
+        ref = partition_curved(truncate(net, D), BOX)
+        assert got == {"regions": ref.n_cells, "codes": ref.n_codes, "linear_regions": ref.linear_regions()}
+    assert cells.truncated_counts(ends[-1])["regions"] == cells.n_cells

@@ -588,6 +588,7 @@ def partition_curved(
     *,
     max_traps: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    snapshots: tuple[int, ...] = (),
 ):
     """Exact partition of a 2D domain into the connected cells of ``net`` (hardmax Transformers at any
     depth; ReLU attention up to its first attention op; MLPs and Maxout networks too, more slowly than the
@@ -595,6 +596,9 @@ def partition_curved(
 
     ``domain``: a 2D :class:`Box` for a 2-input network or a :class:`Slice`. ``max_traps`` bounds the number
     of trapezoids (:class:`MemoryCapError` past it). ``progress(done_ops, total_ops)`` is called per op.
+    ``snapshots``: counts ``k`` of top-level ops after which the output map of the program truncated there
+    (its last op, the readout, applied to the output token) is recorded in ``Cells.prefix_maps[k]``: the
+    cells of every truncation of a Transformer come from one run (:meth:`Cells.truncated_counts`).
     Raises :class:`CurvedBoundaryError` where a boundary has degree above 2 (after a ReLU-attention op),
     :class:`NotPiecewiseError` for softmax attention.
     """
@@ -615,7 +619,17 @@ def partition_curved(
     A[0, 1] = Vn[:, 1]
     A[0, 2] = x0n
     eng = _Engine(program, max_traps, progress)
-    A = eng.run(program.ops, A)
+    readout = program.ops[-1]
+    snaps: dict[int, _Buf | None] = {}
+    for k, op in enumerate(program.ops):
+        A = eng.run((op,), A)
+        if k + 1 in snapshots and k + 1 < len(program.ops):
+            if A is None or not isinstance(readout, Affine):
+                snaps[k + 1] = None
+            else:
+                y = A[:, :, program.out_token, :] @ readout.W.T
+                y[:, 2] += readout.b if readout.b.ndim == 1 else readout.b[program.out_token]
+                snaps[k + 1] = eng.reg(y)
     t = eng.t.take(slice(None))
     codes = np.concatenate([c.a for c in eng.codes], axis=1) if eng.codes else np.zeros((t.n, 0), np.int32)
     maps = None if A is None else A[:, :, program.out_token, :].transpose(0, 2, 1).copy()  # (N, out, 3) in u'
@@ -629,4 +643,5 @@ def partition_curved(
         order_violations=eng.violations,
         ties=int(np.count_nonzero(eng.ties.a)),
         kind="spline" if eng.cubic else "linear",
+        prefix_maps={k: None if b is None else b.a.transpose(0, 2, 1).copy() for k, b in snaps.items()},
     )

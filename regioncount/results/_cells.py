@@ -96,7 +96,9 @@ class Cells:
     engine (0 when every split was consistent). ``kind``: ``"linear"`` or ``"spline"``.
     """
 
-    def __init__(self, domain, traps, codes, maps, centre, half, order_violations=0, ties=0, kind="linear"):
+    def __init__(
+        self, domain, traps, codes, maps, centre, half, order_violations=0, ties=0, kind="linear", prefix_maps=None
+    ):
         self.domain = domain
         self.traps = traps
         self.codes = codes
@@ -106,6 +108,7 @@ class Cells:
         self.order_violations = int(order_violations)
         self.ties = int(ties)
         self.kind = kind
+        self.prefix_maps = dict(prefix_maps or {})
 
     # -- trapezoid level -----------------------------------------------------------------------------
 
@@ -236,6 +239,31 @@ class Cells:
     def linear_regions(self, rtol: float = 1e-9) -> int | None:
         lab = self.linear_region_labels(rtol)
         return None if lab is None else int(lab.max(initial=-1) + 1)
+
+    def truncated_counts(self, code_length: int, maps: np.ndarray | None = None, rtol: float = 1e-9) -> dict:
+        """Counts of the network truncated to the ops that write the first ``code_length`` code entries (a
+        Transformer's first blocks): its partition is coarser than this one, so its cells are the connected
+        components of trapezoids with equal code prefixes. ``maps (N, out, 3)``: the truncation's output
+        maps (``prefix_maps``), for its linear regions (None: not computed)."""
+        ids = (
+            np.unique(self.codes[:, :code_length], axis=0, return_inverse=True)[1].reshape(-1)
+            if code_length
+            else np.zeros(self.n_traps, np.int64)
+        )
+        E = self.trap_adjacency
+        lab = _components(self.n_traps, E[ids[E[:, 0]] == ids[E[:, 1]]])
+        cell = np.unique(lab, return_inverse=True)[1].reshape(-1)
+        n = int(cell.max(initial=-1) + 1)
+        out = {"regions": n, "codes": int(ids.max(initial=-1) + 1), "linear_regions": None}
+        if maps is not None:
+            Ec = cell[E]
+            keep = Ec[:, 0] != Ec[:, 1]
+            M0, M1 = maps[E[keep, 0]], maps[E[keep, 1]]
+            size = np.maximum(np.abs(M0).sum(axis=-1).max(axis=-1), np.abs(M1).sum(axis=-1).max(axis=-1))
+            same = np.abs(M0 - M1).sum(axis=-1).max(axis=-1) <= rtol * size
+            lin = _components(n, Ec[keep][same])
+            out["linear_regions"] = int(np.unique(lin).size)
+        return out
 
     @property
     def exact(self) -> bool:

@@ -449,7 +449,7 @@ def _describe(src: RegionSource, linear: bool) -> tuple[str, dict]:
         c = src.cells
         n, lin = c.n_cells, c.linear_regions()
         word = "exact" if c.exact else "not certified exact"
-        title = f"{n:,} {kind} ({word}, curved cells)"
+        title = f"{n:,} {kind} ({word}, curved)"
         if c.n_codes != n:
             title += f"\n{c.n_codes:,} distinct codes"
         if linear:

@@ -86,6 +86,19 @@ def _range_pairs(gkey, glo, ghi, qkey, qlo, qhi):
     return qi, off
 
 
+def _row_ids(codes: np.ndarray) -> np.ndarray:
+    """Index ``(N,)`` of each row of ``codes (N, C)`` among the distinct rows (exact: rows compared as bytes,
+    one byte per entry when every entry fits)."""
+    if codes.shape[1] == 0:
+        return np.zeros(codes.shape[0], np.int64)
+    c = codes
+    if c.size and c.min() >= 0 and c.max() < 256:
+        c = c.astype(np.uint8)
+    c = np.ascontiguousarray(c)
+    v = c.view(np.dtype((np.void, c.dtype.itemsize * c.shape[1]))).reshape(-1)
+    return np.unique(v, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
 class Cells:
     """Connected cells of a network on a 2D domain, bounded by segments and conic arcs.
 
@@ -119,9 +132,7 @@ class Cells:
     @functools.cached_property
     def code_ids(self) -> np.ndarray:
         """Distinct-code index of each trapezoid ``(N,)``."""
-        if self.codes.shape[1] == 0:
-            return np.zeros(self.n_traps, np.int64)
-        return np.unique(self.codes, axis=0, return_inverse=True)[1].reshape(-1)
+        return _row_ids(self.codes)
 
     @functools.cached_property
     def trap_adjacency(self) -> np.ndarray:
@@ -245,11 +256,7 @@ class Cells:
         Transformer's first blocks): its partition is coarser than this one, so its cells are the connected
         components of trapezoids with equal code prefixes. ``maps (N, out, 3)``: the truncation's output
         maps (``prefix_maps``), for its linear regions (None: not computed)."""
-        ids = (
-            np.unique(self.codes[:, :code_length], axis=0, return_inverse=True)[1].reshape(-1)
-            if code_length
-            else np.zeros(self.n_traps, np.int64)
-        )
+        ids = _row_ids(self.codes[:, :code_length])
         E = self.trap_adjacency
         lab = _components(self.n_traps, E[ids[E[:, 0]] == ids[E[:, 1]]])
         cell = np.unique(lab, return_inverse=True)[1].reshape(-1)

@@ -262,3 +262,14 @@ def test_truncations_from_one_run():
         ref = partition_curved(truncate(net, D), BOX)
         assert got == {"regions": ref.n_cells, "codes": ref.n_codes, "linear_regions": ref.linear_regions()}
     assert cells.truncated_counts(ends[-1])["regions"] == cells.n_cells
+
+
+def test_scan_exact_random_column_beside_the_sampled_one():
+    from regioncount._scan import random_rows
+
+    rows = random_rows(2, tokens=2, d_model=4, seeds=1, grid=50, exact_depth=2)
+    for r in rows:
+        ex = r["random_exact"]
+        assert ex["exact"] and r["random_exact_mean"] == ex["cells"][0]
+        assert ex["cells"][0] >= r["random_sample_mean"]  # a sampled count is a lower bound
+        assert ex["linear_regions"][0] <= ex["cells"][0]

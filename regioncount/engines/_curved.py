@@ -135,7 +135,8 @@ def _slope(Q: np.ndarray, x, y) -> np.ndarray:
     """``|dy/dx| = |Q_x / Q_y|`` of the curves ``Q`` at points on them (inf at vertical tangents)."""
     qx = 2 * Q[:, 0] * x + Q[:, 1] * y + Q[:, 3]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.nan_to_num(np.abs(qx / cn.dy(Q, x, y)), nan=np.inf)
+        slope = np.abs(qx / cn.dy(Q, x, y))
+    return np.where(np.isnan(slope), np.inf, slope)
 
 
 def split_traps(t: Traps, Q: np.ndarray, next_id: int):
@@ -303,6 +304,7 @@ class _Buf:
     def __init__(self, a: np.ndarray):
         self.data = np.ascontiguousarray(a)
         self.n = a.shape[0]
+        self.refs = 1
 
     @property
     def a(self) -> np.ndarray:
@@ -341,8 +343,15 @@ class _Engine:
         self.ties = self.reg(np.zeros(1, np.int64))
 
     def reg(self, a) -> _Buf | None:
+        """Make ``a (N, ...)`` follow the trapezoids; an array already registered (a residual's input is
+        also its body's first input) shares its buffer. Never modify a registered array in place unless it
+        is yours alone."""
         if a is None:
             return None
+        for b in self.bufs:
+            if b.data is a and b.n == a.shape[0]:
+                b.refs += 1
+                return b
         b = _Buf(a)
         self.bufs.append(b)
         return b
@@ -350,7 +359,9 @@ class _Engine:
     def unreg(self, *bufs):
         for b in bufs:
             if b is not None:
-                self.bufs.remove(b)
+                b.refs -= 1
+                if b.refs == 0:
+                    self.bufs.remove(b)
 
     @property
     def t(self) -> Traps:

@@ -273,3 +273,15 @@ def test_scan_exact_random_column_beside_the_sampled_one():
         assert ex["exact"] and r["random_exact_mean"] == ex["cells"][0]
         assert ex["cells"][0] >= r["random_sample_mean"]  # a sampled count is a lower bound
         assert ex["linear_regions"][0] <= ex["cells"][0]
+
+
+def test_slice_of_a_three_input_transformer():
+    from regioncount import Slice
+
+    net = random_transformer(input_dim=3, tokens=2, d_model=4, depth=2, seed=6)
+    dom = Slice([0.1, -0.2, 0.3], [1.0, 0.5, 0.0], [0.0, 1.0, -0.5], lo=(-1.0, -1.0), hi=(1.0, 1.0))
+    cells = partition_curved(net, dom)
+    assert cells.exact and abs(cells.cell_area.sum() - 4.0) < 1e-9
+    U = _grid(100)
+    _, gc, _ = forward_codes(net.lower(), jnp.asarray(dom.to_input(U)))
+    assert np.array_equal(cells.cell_codes[cells.locate(U)], np.asarray(gc))

@@ -22,6 +22,7 @@ from .engines import (
     SampleCount as SampleCount,
     count_sampled as count_sampled,
     forward_codes as forward_codes,
+    partition_curved as partition_curved,
     partition_plane as partition_plane,
     walk_line as walk_line,
 )
@@ -37,7 +38,7 @@ from .networks import (
     random_transformer as random_transformer,
     truncate as truncate,
 )
-from .results import Partition as Partition
+from .results import Cells as Cells, Partition as Partition
 from .theory import (
     BOUNDS as BOUNDS,
     bound_attaining_transformer as bound_attaining_transformer,

@@ -51,6 +51,7 @@ _EXPORTS = {
     "walk_line": ".engines._line",
     "partition_plane": ".engines._plane",
     "partition_space": ".engines._space",
+    "partition_curved": ".engines._curved",
     "SampleCount": ".engines._sample",
     "count_sampled": ".engines._sample",
     "grid_codes": ".engines._sample",
@@ -76,6 +77,7 @@ _EXPORTS = {
     # results
     "Partition": ".results",
     "Polytopes": ".results",
+    "Cells": ".results",
     "certify": ".results",
     # theory (bounds are pure Python ints)
     "BOUNDS": ".theory._bounds",
@@ -126,6 +128,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from ._io import load_model as load_model, save_model as save_model, write_atomic as write_atomic
     from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
     from ._scan import rows_to_csv as rows_to_csv, scan as scan
+    from .engines._curved import partition_curved as partition_curved
     from .engines._forward import forward_codes as forward_codes
     from .engines._line import LinePieces as LinePieces, walk_line as walk_line
     from .engines._plane import partition_plane as partition_plane
@@ -151,7 +154,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         retrieval_error as retrieval_error,
         retrieval_partition as retrieval_partition,
     )
-    from .results import Partition as Partition, Polytopes as Polytopes, certify as certify
+    from .results import Cells as Cells, Partition as Partition, Polytopes as Polytopes, certify as certify
     from .theory._bounds import (
         BOUNDS as BOUNDS,
         maxout_lower as maxout_lower,

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._config import DEFAULT_MEMORY_CAP
 from ._domain import AffineSlice, Box, Segment, Slice
-from ._errors import CertificateError, MemoryCapError, RegionCountError
+from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
@@ -57,6 +57,32 @@ def _cap_error(cap: int, limit: int, max_regions: int | None) -> MemoryCapError:
         f"the exact partition passed {limit:,} regions, about what fits in the {cap / 2**30:.2f} GiB memory cap: "
         "raise --memory-cap, shrink the domain, or use --method sample"
     )
+
+
+#: Peak resident bytes per trapezoid of the curved engine, measured (benchmarks/README.md, curved_speed.py:
+#: 2.6 GB for 247,789 trapezoids at depth 9); sets the trapezoid cap that keeps a run under the memory cap.
+CURVED_BYTES_PER_TRAP = 10_240
+
+
+def _count_curved(net, domain, cap: int, progress, max_regions: int | None) -> dict:
+    """The curved engine's counts: ``regions`` are connected cells, ``codes`` distinct codes; ``exact`` is
+    False where an arc-order check failed or an area integral did not converge. ``max_regions`` caps the
+    trapezoids (every cell is one or more of them, so the cap is conservative)."""
+    from .engines._curved import partition_curved
+
+    max_traps = max(1, cap // CURVED_BYTES_PER_TRAP)
+    if max_regions is not None:
+        max_traps = min(max_traps, max_regions)
+    try:
+        cells = partition_curved(net, domain, progress=progress, max_traps=max_traps)
+    except MemoryCapError:
+        raise MemoryCapError(
+            f"the curved partition passed {max_traps:,} trapezoids, about what fits in the "
+            f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
+        ) from None
+    out = cells.summary()
+    out["engine"] = "curved"
+    return out
 
 
 def count_regions(
@@ -140,24 +166,34 @@ def count_regions(
                 part = partition_plane(net, domain, progress=progress, max_regions=limit)
             except MemoryCapError:
                 raise _cap_error(cap, limit, max_regions) from None
-            st = part.stats
-            out = {
-                "regions": int(part.n_regions),
-                "linear_regions": int(part.linear_regions()),
-                "predicates": st["predicates"],
-                "exact_predicates": st["exact_predicates"],
-                "assumed_identities": st["assumed"],
-                "smallest_area": st["min_area"],
-            }
-            if certify:
-                from .results._certify import certify as run_certify
+            except CurvedBoundaryError:
+                part = None
+            if part is None:
+                # curved boundaries (hardmax past its first block, ReLU attention): the curved engine
+                if certify:
+                    raise RegionCountError(
+                        "--certify checks straight 2D partitions; curved cells are not certified yet"
+                    )
+                out = _count_curved(net, domain, cap, progress, max_regions)
+            else:
+                st = part.stats
+                out = {
+                    "regions": int(part.n_regions),
+                    "linear_regions": int(part.linear_regions()),
+                    "predicates": st["predicates"],
+                    "exact_predicates": st["exact_predicates"],
+                    "assumed_identities": st["assumed"],
+                    "smallest_area": st["min_area"],
+                }
+                if certify:
+                    from .results._certify import certify as run_certify
 
-                cert = run_certify(part, net)
-                out["certificate"] = cert
-                if not cert["passed"]:
-                    failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if not v["passed"]]
-                    raise CertificateError("the certificate failed: " + "; ".join(failed))
-            out.update(method=method, exact=st["assumed"] == 0, kind=kind)
+                    cert = run_certify(part, net)
+                    out["certificate"] = cert
+                    if not cert["passed"]:
+                        failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if not v["passed"]]
+                        raise CertificateError("the certificate failed: " + "; ".join(failed))
+                out.update(method=method, exact=st["assumed"] == 0, kind=kind)
         elif method == "exact" and (isinstance(domain, AffineSlice) or domain.dim >= 3):
             from .engines._space import partition_space
 

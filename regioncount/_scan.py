@@ -13,6 +13,9 @@ For each depth D = 1..depth a row holds:
   regions; ``compact_beats_bound`` says whether the measured linear-region count exceeds Thm 4.4 there;
 - ``random``: mean and spread over ``seeds`` random hardmax Transformers of depth D: exact pieces along
   the box diagonal (line engine) and sampled 2D counts (lower bounds) with Chao1;
+- ``random_exact``: for D up to ``exact_depth``, exact connected cells and linear regions of the same random
+  Transformers on the 2D box by the curved engine (one run per seed at depth ``exact_depth`` gives every
+  shallower depth: its cells are components of equal code prefixes), mean and spread over seeds;
 - ``relu_attention``: sampled spline pieces of random ReLU-attention Transformers of depth D (lower bound);
 - ``seconds`` for the row (the random columns are timed together, once, and shared out evenly).
 
@@ -50,6 +53,10 @@ CSV_COLUMNS = (
     "random_sample_mean",
     "random_sample_std",
     "random_chao1_mean",
+    "random_exact_mean",
+    "random_exact_std",
+    "random_exact_linear_mean",
+    "random_exact_linear_std",
     "relu_attention_mean",
     "relu_attention_std",
     "seconds",
@@ -68,6 +75,20 @@ def _exact_count(net, box: Box) -> tuple[int, int]:
         part = partition_plane(net, box)
         return part.n_regions, part.linear_regions()
     raise ValueError("exact scan counts need q = 1 or q = 2")
+
+
+def _exact_random(net, box: Box, out: list[dict]) -> None:
+    """Append to ``out`` the exact 2D counts of every truncation D = 1..depth of ``net`` on ``box``, from
+    one run of the curved engine (cells of a truncation: components of equal code prefixes)."""
+    from .engines._curved import partition_curved
+
+    snaps = tuple(len(truncate(net, D).lower().ops) - 1 for D in range(1, net.depth + 1))
+    cells = partition_curved(net, box, snapshots=snaps)
+    ok = bool(cells.exact)
+    for end, k in zip(depth_code_ends(net), snaps):
+        res = cells.truncated_counts(end, cells.prefix_maps.get(k))
+        res["exact"] = ok
+        out.append(res)
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -118,6 +139,7 @@ def random_rows(
     seeds: int = 3,
     d_model: int = 8,
     grid: int = 200,
+    exact_depth: int = 0,
 ) -> list[dict]:
     """Random-network columns for D = 1..depth (see the module docstring)."""
     box = Box(lo, hi, q)
@@ -126,12 +148,15 @@ def random_rows(
     sampled: list[list[int]] = [[] for _ in range(depth)]
     chao: list[list[float]] = [[] for _ in range(depth)]
     relu: list[list[int]] = [[] for _ in range(depth)]
+    exact: list[list[dict]] = [[] for _ in range(seeds)]
     for s in range(seeds):
         net = random_transformer(q, tokens, d_model, depth, seed=s)
         for D, res in enumerate(count_sampled_prefixes(net, box, depth_code_ends(net), grid=grid)):
             sampled[D].append(res.regions)
             chao[D].append(res.chao1)
             line[D].append(walk_line(truncate(net, D + 1), seg).activation_pieces)
+        if exact_depth and q == 2:
+            _exact_random(truncate(net, min(exact_depth, depth)), box, exact[s])
         rnet = random_transformer(q, tokens, d_model, depth, attention="relu", scale_by_T=True, seed=s)
         for D, res in enumerate(count_sampled_prefixes(rnet, box, depth_code_ends(rnet), grid=grid)):
             relu[D].append(res.regions)
@@ -142,6 +167,17 @@ def random_rows(
         row["random_sample_mean"], row["random_sample_std"] = _mean_std(sampled[D])
         row["random_chao1_mean"], _ = _mean_std(chao[D])
         row["relu_attention_mean"], row["relu_attention_std"] = _mean_std(relu[D])
+        ex = [e[D] for e in exact if len(e) > D]
+        row["random_exact_mean"], row["random_exact_std"] = _mean_std([e["regions"] for e in ex])
+        row["random_exact_linear_mean"], row["random_exact_linear_std"] = _mean_std([e["linear_regions"] for e in ex])
+        if ex:
+            row["random_exact"] = {
+                "cells": [e["regions"] for e in ex],
+                "codes": [e["codes"] for e in ex],
+                "linear_regions": [e["linear_regions"] for e in ex],
+                "exact": all(e["exact"] for e in ex),
+                "box": [box.lo.tolist(), box.hi.tolist()],
+            }
         row["random"] = {
             "seeds": seeds,
             "d_model": d_model,
@@ -169,12 +205,16 @@ def scan(
     grid: int = 200,
     region_cap: int = 200_000,
     progress: Callable[[int, int], None] | None = None,
+    exact_depth: int = 0,
 ) -> list[dict]:
-    """Rows for D = 1..depth. ``progress(done, total)`` is called as the work advances (depth + 1 steps)."""
+    """Rows for D = 1..depth. ``progress(done, total)`` is called as the work advances (depth + 1 steps).
+    ``exact_depth``: count the random hardmax Transformers exactly (curved engine) up to this depth."""
     if depth < 1:
         raise ValueError("depth must be at least 1")
     t0 = time.perf_counter()
-    random = random_rows(depth, tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
+    random = random_rows(
+        depth, tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid, exact_depth=exact_depth
+    )
     shared = (time.perf_counter() - t0) / depth
     if progress is not None:
         progress(1, depth + 1)

@@ -60,15 +60,15 @@ def maxout_vs_transformer():
 
 
 def transformer_layers():
-    """A random hardmax Transformer (T=4, d=8, 2 blocks, seed 0) on [-1, 1]^2: block 1 has straight
-    boundaries (exact), block 2 curved ones (sampled, labelled so)."""
-    net = rc.random_transformer(2, tokens=4, d_model=8, depth=2, attention="hardmax", seed=0)
-    return figure_regions(net, Box(-1, 1, 2), layers=True, zero=True, title="hardmax Transformer, T=4, d=8, 2 blocks")
+    """A random hardmax Transformer (T=4, d=8, 3 blocks, seed 0) on [-1, 1]^2: block 1 has straight
+    boundaries (plane engine), blocks 2 and 3 conic ones (curved engine): exact at every block."""
+    net = rc.random_transformer(2, tokens=4, d_model=8, depth=3, attention="hardmax", seed=0)
+    return figure_regions(net, Box(-1, 1, 2), layers=True, title="hardmax Transformer, T=4, d=8, 3 blocks")
 
 
 def relu_attention():
     """A random ReLU-attention Transformer (T=3, d=4, 1 block, seed 1): spline pieces bounded by curves,
-    sampled (the plane engine splits along lines only)."""
+    sampled (its FFN follows the attention, so its boundaries have degree above 2)."""
     net = rc.random_transformer(2, tokens=3, d_model=4, depth=1, attention="relu", seed=1)
     return figure_regions(net, Box(-1, 1, 2), levels=6, grid=400, title="ReLU-attention Transformer, T=3, d=4, 1 block")
 

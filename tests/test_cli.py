@@ -200,7 +200,11 @@ def test_exact_on_a_slice_and_refusals(capsys, tmp_path):
 def test_curved_boundary_names_line_and_sample(capsys, tmp_path):
     path = tmp_path / "tf.npz"
     run(capsys, "build", "random-transformer", "--depth", "2", "--out", str(path))
-    code, _, err = run(capsys, "count", str(path), "--method", "exact")
+    code, out, _ = run(capsys, "count", str(path), "--method", "exact", "--json")  # conic cells: exact
+    assert code == 0 and json.loads(out)["engine"] == "curved" and json.loads(out)["exact"] is True
+    relu = tmp_path / "relu.npz"  # ReLU attention, then an FFN: boundaries of degree above 2
+    run(capsys, "build", "random-transformer", "--depth", "1", "--attention", "relu", "--out", str(relu))
+    code, _, err = run(capsys, "count", str(relu), "--method", "exact")
     line = _one_error_line(err)
     assert code == 1 and "line" in line and "sample" in line
     code, out, _ = run(capsys, "count", str(path), "--method", "line", "--json")

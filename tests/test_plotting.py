@@ -273,15 +273,24 @@ def test_maxout_and_compiled_transformer_look_identical():
 # sampled pictures
 
 
-def test_curved_boundaries_fall_back_to_a_sampled_picture_labelled_so():
+def test_curved_boundaries_are_drawn_exactly():
     tf = random_transformer(2, 4, 6, 2, attention="hardmax", seed=0)
-    fig, info = figure_regions(tf, BOX)  # block 2 has quadric boundaries: no exact partition
+    fig, info = figure_regions(tf, BOX)  # block 2 has conic boundaries: the curved engine draws them
+    title = fig.axes[0].get_title()
+    assert "exact" in title and "sampled" not in title and "lower bound" not in title
+    assert info["method"] == "exact" and info["engine"] == "curved" and info["exact"] and not info["lower_bound"]
+    assert not fig.axes[0].images
+    assert [c for c in fig.axes[0].collections if c.get_gid() == "regions"]
+
+
+def test_boundaries_above_degree_two_fall_back_to_a_sampled_picture_labelled_so():
+    tf = random_transformer(2, 3, 4, 1, attention="relu", seed=1)  # ReLU attention, then an FFN: cubic
+    fig, info = figure_regions(tf, BOX, max_regions=10_000)
     title = fig.axes[0].get_title()
     assert "sampled" in title and "lower bound" in title and "exact" not in title
     assert info["method"] == "sampled" and info["lower_bound"] and not info["exact"]
-    assert "curved" in info["why_sampled"]
+    assert "degree above 2" in info["why_sampled"]
     assert [im.get_gid() for im in fig.axes[0].images] == ["sampled"]
-    assert not [c for c in fig.axes[0].collections if c.get_gid() == "regions"]
 
 
 def test_partitions_over_the_cap_are_sampled(small):

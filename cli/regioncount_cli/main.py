@@ -108,7 +108,10 @@ def count(
     ] = 4.0,
     max_regions: Annotated[
         int | None,
-        typer.Option(help="Stop an exact partition (2 or more dimensions) once it passes this many regions."),
+        typer.Option(
+            help="Stop an exact partition (2 or more dimensions) once it passes this many regions (curved cells: "
+            "trapezoids, which bound the cells from above)."
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     out: Annotated[
@@ -201,10 +204,17 @@ def count(
         print(dump_json(res))
         return
     table = Table(title=f"{model.name}: {res['kind']}", show_header=False)
-    label = f"{res['kind']} ({'exact' if res['exact'] else 'lower bound'})"
-    if not res["exact"] and res["method"] != "sample":
-        label = f"{res['kind']} (float64 decisions with tolerances, not exact)"
+    if res.get("engine") == "curved":
+        # connected cells: exact unless an arc-order check or an area integral failed
+        label = f"{res['kind']}, connected cells ({'exact' if res['exact'] else 'NOT certified exact'})"
+    else:
+        label = f"{res['kind']} ({'exact' if res['exact'] else 'lower bound'})"
+        if not res["exact"] and res["method"] != "sample":
+            label = f"{res['kind']} (float64 decisions with tolerances, not exact)"
     table.add_row(label, f"{res['regions']:,}")
+    for key in ("codes", "trapezoids"):
+        if key in res:
+            table.add_row("distinct codes" if key == "codes" else key, f"{res[key]:,}")
     if res.get("linear_regions") is not None:
         table.add_row(
             "linear regions" if res["kind"] == "activation regions" else "pieces, equal polynomials merged",
@@ -536,6 +546,12 @@ def scan(
     ] = 200_000,
     out: Annotated[Path, typer.Option(help="Folder for scan.json, scan.csv and scan.png.")] = Path("scan_out"),
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON instead of a table.")] = False,
+    exact_depth: Annotated[
+        int,
+        typer.Option(
+            help="Also count the random hardmax Transformers exactly on the 2D box (connected cells and linear regions) up to this depth; 0: sampled only."
+        ),
+    ] = 0,
 ):
     """Region counts against depth beside the Thm 4.4 lower bound for Maxout emulation (Gu, Yang, Zhou 2026)."""
     from regioncount._scan import rows_to_csv, scan as run_scan
@@ -560,8 +576,11 @@ def scan(
                 grid=grid,
                 region_cap=region_cap,
                 progress=bar,
+                exact_depth=exact_depth,
             )
 
+    if exact_depth < 0:
+        fail(f"--exact-depth must be >= 0, got {exact_depth}", 2)
     rows = guarded(run)
     title = f"T={tokens}, m={m}, q={q}, box [{box[0]:g}, {box[1]:g}]^{q}"
     png = plot_scan(rows, title=title)
@@ -594,9 +613,20 @@ def _exact_or_formula(row: dict, key: str) -> str:
 
 def scan_table(rows: list[dict], title: str) -> Table:
     table = Table(title=f"regions against depth ({title})")
-    for col in ("D", "Thm 4.4", "paper", "compact", "rand. line", "rand. sampled", "Chao1", "ReLU-att.", "s"):
+    exact = any(r.get("random_exact_mean") is not None for r in rows)
+    cols = ["D", "Thm 4.4", "paper", "compact", "rand. line", "rand. sampled", "Chao1"]
+    cols += ["rand. exact cells / linear"] if exact else []
+    for col in cols + ["ReLU-att.", "s"]:
         table.add_column(col, justify="right")
     for r in rows:
+        ex = []
+        if exact:
+            ex = [
+                ""
+                if r.get("random_exact_mean") is None
+                else f"{_fmt(r['random_exact_mean'])}±{_fmt(r['random_exact_std'])} / "
+                f"{_fmt(r['random_exact_linear_mean'])}"
+            ]
         table.add_row(
             str(r["depth"]),
             _fmt(r["bound"]),
@@ -605,6 +635,7 @@ def scan_table(rows: list[dict], title: str) -> Table:
             f"{_fmt(r['random_line_mean'], 0)}±{_fmt(r['random_line_std'], 0)}",
             f"≥{_fmt(r['random_sample_mean'])}±{_fmt(r['random_sample_std'])}",
             _fmt(r["random_chao1_mean"]),
+            *ex,
             f"≥{_fmt(r['relu_attention_mean'])}",
             f"{r['seconds']:.1f}",
         )
@@ -615,6 +646,10 @@ def scan_table(rows: list[dict], title: str) -> Table:
         "pieces of random hardmax Transformers on the box diagonal. Lower bounds (≥): sampled 2D counts of random "
         "hardmax Transformers, sampled spline pieces of random ReLU-attention ones; mean±sd over seeds."
     )
+    if exact:
+        table.caption += (
+            " rand. exact = exact connected cells / linear regions of the same random Transformers on the 2D box."
+        )
     return table
 
 

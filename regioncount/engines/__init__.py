@@ -1,6 +1,5 @@
-"""Engines: ``sample`` (JAX, lower bounds), ``line`` (exact 1D), ``plane`` (exact 2D) and ``space`` (exact in 3
-or more dimensions). Each implements
-every op of the vocabulary in ``networks/_ops.py`` once. Names are imported on first use: the NumPy engines
+"""Engines: ``sample`` (JAX, lower bounds), ``line`` (exact 1D), ``plane`` (exact 2D, straight boundaries), the
+curved exact 2D engine (conic arcs) and ``space`` (exact in 3 or more dimensions). Each implements every op of the vocabulary in ``networks/_ops.py`` once. Names are imported on first use: the NumPy engines
 (``line``, ``plane``) do not import JAX."""
 
 from .._lazy import lazy_exports
@@ -13,6 +12,7 @@ _EXPORTS = {
     "walk_line": "._line",
     "partition_plane": "._plane",
     "partition_space": "._space",
+    "partition_curved": "._curved",
     "SampleCount": "._sample",
     "count_sampled": "._sample",
     "count_sampled_prefixes": "._sample",
@@ -24,6 +24,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and editors
+    from ._curved import partition_curved as partition_curved
     from ._forward import forward_codes as forward_codes
     from ._line import LinePieces as LinePieces, walk_line as walk_line
     from ._plane import partition_plane as partition_plane

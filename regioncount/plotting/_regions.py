@@ -1,9 +1,10 @@
 """Pictures of 2D partitions: regions filled so that neighbours never share a colour, boundaries drawn,
 optional level sets of output 0.
 
-A picture comes from the exact ``plane`` partition where that engine can split the network; otherwise
-(curved boundaries: hardmax after a token-wise FFN, ReLU-attention spline pieces; or more regions than a
-cap) from a grid of sampled activation codes, and then the title says "sampled" and the count is a lower
+A picture comes from the exact ``plane`` partition where that engine can split the network, from the
+exact curved cells (:mod:`regioncount.engines._curved`: hardmax after a token-wise FFN, the first
+ReLU-attention op) where boundaries are conics; otherwise (boundaries of degree above 2, or more regions
+than a cap) from a grid of sampled activation codes, and then the title says "sampled" and the count is a lower
 bound. ``figure_*`` functions return ``(Figure, info)``: ``info`` is JSON-ready and says what was drawn;
 :func:`~regioncount.plotting.figure_bytes` renders a figure to bytes, and ``plot_*`` do both at once.
 """
@@ -84,10 +85,11 @@ class RegionSource:
     partition: Partition | None = None
     image: SampledImage | None = None
     reason: str | None = None
+    cells: object = None  # results._cells.Cells: exact curved cells
 
     @property
     def exact(self) -> bool:
-        return self.partition is not None
+        return self.partition is not None or self.cells is not None
 
     def sampled_image(self) -> SampledImage:
         """The sampled image of a source that is not exact."""
@@ -200,6 +202,15 @@ def region_source(
             return RegionSource(net, domain, partition=partition_plane(net, domain, max_regions=max_regions))
         except CurvedBoundaryError as e:
             reason = str(e)
+            # conic boundaries: the curved engine draws them exactly (its trapezoids count against the cap)
+            from ..engines._curved import partition_curved
+
+            try:
+                return RegionSource(net, domain, cells=partition_curved(net, domain, max_traps=max_regions))
+            except CurvedBoundaryError as e2:
+                reason = str(e2)
+            except MemoryCapError as e2:
+                reason = f"more than {max_regions:,} trapezoids for an exact picture of curved cells ({e2})"
         except MemoryCapError as e:
             reason = f"more than {max_regions:,} regions for an exact picture ({e})"
     return RegionSource(net, domain, image=sample_image(net, domain, grid or DEFAULT_GRID), reason=reason)
@@ -281,8 +292,15 @@ def level_values(lo: float, hi: float, levels: int) -> np.ndarray:
 
 
 def _output_range(src: RegionSource) -> tuple[float, float]:
-    part = src.partition
-    if part is not None:
+    if src.cells is not None:
+        c = src.cells
+        if c.maps is None or c.maps.shape[1] == 0:
+            return 0.0, 0.0
+        x, y = c.traps.witness()
+        f = c.maps[:, 0, 0] * x + c.maps[:, 0, 1] * y + c.maps[:, 0, 2]  # normalised coordinates
+        return float(f.min()), float(f.max())
+    if src.exact:
+        part = src.partition
         reg = np.repeat(np.arange(part.n_regions), np.diff(part.offsets))
         m = part.maps[reg, 0] if part.maps.shape[1] else np.zeros((reg.size, 3))
         f = m[:, 0] * part.vertices[:, 0] + m[:, 1] * part.vertices[:, 1] + m[:, 2]
@@ -437,9 +455,26 @@ def _frame_axes(ax, domain) -> None:
 def _describe(src: RegionSource, linear: bool) -> tuple[str, dict]:
     """Panel title and JSON-ready counts."""
     kind = region_kind(src.net)
-    part = src.partition
-    info: dict[str, object]
-    if part is not None:
+    if src.cells is not None:
+        c = src.cells
+        n, lin = c.n_cells, c.linear_regions()
+        word = "exact" if c.exact else "not certified exact"
+        title = f"{n:,} {kind} ({word}, curved)"
+        if c.n_codes != n:
+            title += f"\n{c.n_codes:,} distinct codes"
+        if linear:
+            title = f"{lin:,} linear regions ({n:,} connected cells), {word}"
+        info = {
+            "method": "exact",
+            "engine": "curved",
+            "exact": bool(c.exact),
+            "regions": n,
+            "codes": c.n_codes,
+            "linear_regions": lin,
+            "lower_bound": False,
+        }
+    elif src.exact:
+        part = src.partition
         n = part.n_regions
         lin = part.linear_regions() if kind == "activation regions" else None
         title = f"{n:,} activation regions (exact)"
@@ -494,12 +529,62 @@ def draw_source(
     if linear:
         _check_linear(src.net, not src.exact, src.reason)
     title, info = _describe(src, linear)
-    if src.partition is not None:
+    if src.cells is not None:
+        info.update(draw_cells(ax, src.cells, linear=linear, colours=colours))
+    elif src.exact:
         info.update(draw_partition(ax, src.partition, linear=linear, levels=levels, zero=zero, colours=colours))
     else:
         info.update(draw_sampled(ax, src.sampled_image(), levels=levels, zero=zero, prefer=colours))
     ax.set_title(title_prefix + title, fontsize=10)
     return info
+
+
+def cell_colours(cells, linear: bool = False, parent=None) -> np.ndarray:
+    """Colour index of every cell of curved ``cells``: a proper colouring of their adjacency (of the linear
+    regions' adjacency with ``linear``). ``parent``: ``(Partition or Cells, colours)`` of the panel before,
+    whose colour under each cell's witness point is kept where no neighbour has it."""
+    prefer = None
+    if parent is not None and parent[1] is not None:
+        idx = parent[0].locate(cells.witness)
+        prefer = np.where(idx >= 0, np.asarray(parent[1])[np.maximum(idx, 0)], -1)
+    E = cells.adjacency
+    lab = cells.linear_region_labels() if linear else None
+    if lab is None:
+        return greedy_colouring(cells.n_cells, E, spread=len(PALETTE), prefer=prefer)
+    m = int(lab.max()) + 1 if lab.size else 0
+    want = None
+    if prefer is not None:
+        want = np.full(m, -1, np.int64)
+        want[lab] = prefer
+    return greedy_colouring(m, lab[E], spread=len(PALETTE), prefer=want)[lab]
+
+
+def draw_cells(ax, cells, *, linear: bool = False, colours: np.ndarray | None = None, samples: int = 24) -> dict:
+    """Draw curved ``cells`` on ``ax``: every trapezoid filled with its cell's colour (its arcs sampled at
+    ``samples`` Chebyshev-spaced points), and every boundary between two cells drawn as a polyline of its
+    conic arc or segment. Level sets are not drawn on curved cells."""
+    if colours is None:
+        colours = cell_colours(cells, linear=linear)
+    colours = np.asarray(colours, dtype=np.int64)
+    ncol = int(colours.max()) + 1 if colours.size else 0
+    t = cells.traps
+    th = np.linspace(0, np.pi, samples)
+    X = (t.xa + t.xb)[:, None] / 2 - (t.xb - t.xa)[:, None] / 2 * np.cos(th)
+    from ..engines._conic import branch_y
+
+    lo = branch_y(t.Lc[:, None], t.Lk[:, None], X)
+    hi = branch_y(t.Uc[:, None], t.Uk[:, None], X)
+    P = np.concatenate([np.stack([X, lo], -1), np.stack([X, hi], -1)[:, ::-1]], axis=1)
+    P = cells.centre + cells.half * P
+    fills = np.array(palette(max(ncol, 1)), dtype=object)[colours[cells.cell_of]]
+    pc = PolyCollection(list(P), facecolors=list(fills), edgecolors=list(fills), linewidths=0.3)
+    pc.set_gid("regions")
+    ax.add_collection(pc)
+    lines = cells.boundary_polylines(samples)
+    lw = _edge_width(cells.n_cells)
+    ax.add_collection(LineCollection(lines, colors="#ffffff" if linear else _EDGE, linewidths=lw))
+    _frame_axes(ax, cells.domain)
+    return {"colours": ncol, "boundary_pieces": len(lines), "trapezoids": cells.n_traps}
 
 
 def _level_legend(fig, levels, zero: bool) -> None:
@@ -604,17 +689,17 @@ def figure_regions(
         last = i == k - 1
         prefix = f"after {label}\n" if layers else ""
         colours = None
-        if src.partition is not None:
+        if src.cells is not None:
+            colours = cell_colours(src.cells, linear=linear, parent=prev)
+        elif src.exact:
             colours = (
                 region_colours(src.partition, linear=linear)
                 if prev is None
                 else inherited_colours(src.partition, prev[0], prev[1], linear=linear)
             )
-            prev = (src.partition, colours)
-        else:
-            if prev is not None:
-                colours = _sampled_preference(src.sampled_image(), *prev)
-            prev = None
+        elif prev is not None:
+            colours = _sampled_preference(src.sampled_image(), *prev)
+        prev = (src.cells if src.cells is not None else src.partition, colours) if src.exact else None
         inf = draw_source(
             axes[i],
             src,

@@ -1,12 +1,14 @@
 """Result types: the exact 2D partition with codes, polygons, affine maps and adjacency graph, its
-higher-dimensional sibling (convex polytopes), decision regions, and the certificate of a partition."""
+higher-dimensional sibling (convex polytopes), curved cells, decision regions, and the certificate of a partition."""
 
+from ._cells import Cells as Cells
 from ._certify import certify as certify
 from ._decision import decision_labels as decision_labels, decision_summary as decision_summary
 from ._partition import Partition as Partition
 from ._polytopes import Polytopes as Polytopes
 
 __all__ = [
+    "Cells",
     "Partition",
     "Polytopes",
     "certify",

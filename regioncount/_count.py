@@ -12,6 +12,8 @@ from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, Regi
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
+#: Dimensions beyond which the space engine is not tried (vertices and facets grow too fast).
+MAX_SPACE_DIM = 8
 #: Peak resident bytes per region of the plane engine, measured (benchmarks/README.md: 10^6 regions in
 #: 1.5 GB); sets the region cap that keeps an exact 2D run under the memory cap.
 PLANE_BYTES_PER_REGION = 1536
@@ -196,6 +198,13 @@ def count_regions(
                 out.update(method=method, exact=st["assumed"] == 0, kind=kind)
         elif method == "exact" and (isinstance(domain, AffineSlice) or domain.dim >= 3):
             from .engines._space import partition_space
+
+            if domain.dim > MAX_SPACE_DIM:
+                raise RegionCountError(
+                    f"an exact partition of a {domain.dim}-dimensional domain is out of reach (at most "
+                    f"{MAX_SPACE_DIM} dimensions): give a 2D or 3D slice (--origin with --dir1/--dir2 or repeated "
+                    "--dir) or use --method sample"
+                )
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
             limit = _region_limit(cap, SPACE_BYTES_PER_REGION, max_regions)

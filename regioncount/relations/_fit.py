@@ -94,6 +94,7 @@ def fit_relation(
     Seeded by ``seed`` (initial weights, training pairs, minibatches). ``progress(done, total)`` is called
     every 100 steps; ``losses`` holds the mean loss of each 100 steps.
     """
+    import jax
     import jax.numpy as jnp
 
     t0 = time.perf_counter()
@@ -129,7 +130,9 @@ def fit_relation(
     losses = []
     total, count = 0.0, 0
     for i in range(steps):
-        params, state, val = _step(params, state, batches[i], Xj, Yj, rj)
+        # optax mixes its int32 step count with float64 moments: standard promotion, whatever the caller set
+        with jax.numpy_dtype_promotion("standard"):
+            params, state, val = _step(params, state, batches[i], Xj, Yj, rj)
         total, count = total + val, count + 1  # stays on the device until a block ends
         if count == _STEPS_PER_BLOCK or i == steps - 1:
             losses.append(float(total) / count)

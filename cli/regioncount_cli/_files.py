@@ -1,0 +1,97 @@
+"""Results files written as a set, whole or not at all, and SIGINT/SIGTERM turned into a clean stop.
+
+:func:`write_files` stages every file of a run in a hidden temporary folder beside its target, then renames
+them all into place with SIGINT and SIGTERM held back, so an interrupted run leaves the old set or the new
+set, never a mix, and no temporary files. :func:`signals_as_exceptions` makes SIGTERM (like SIGINT) unwind
+the stack as :class:`Interrupted`, so every ``finally`` that removes a temporary file runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+_HELD = {signal.SIGINT, signal.SIGTERM}
+STAGE_PREFIX = ".regioncount-"
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_as_exceptions():
+    """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (no-op elsewhere)."""
+    try:
+        old = {s: signal.signal(s, _raise_interrupted) for s in _HELD}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold SIGINT and SIGTERM back (they are delivered when the block ends)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _nearest_existing_dir(path: Path) -> Path:
+    p = path.absolute()
+    while not p.is_dir():
+        p = p.parent
+    return p
+
+
+def write_files(files: dict[Path, bytes | str]) -> None:
+    """Write every file in ``files`` (path -> content) or none of them.
+
+    Each file is written into a hidden staging folder (``.regioncount-*``) in the nearest existing folder
+    above its target, on the same file system; once all are written they are renamed into place (missing
+    folders made) with SIGINT and SIGTERM held, and the staging folders removed. On any error or signal
+    before that point the staging folders are removed and no target is touched.
+    """
+    stages: dict[Path, Path] = {}
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, data in files.items():
+            target = Path(target).absolute()
+            base = _nearest_existing_dir(target.parent)
+            with signals_held():
+                if base not in stages:
+                    stages[base] = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=base))
+            tmp = stages[base] / f"{len(staged)}-{target.name}"
+            raw = data.encode() if isinstance(data, str) else data
+            with open(tmp, "wb") as f:
+                f.write(raw)
+                f.flush()
+                os.fsync(f.fileno())
+            staged.append((tmp, target))
+        with signals_held():
+            for tmp, target in staged:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+    finally:
+        with signals_held():
+            for stage in stages.values():
+                shutil.rmtree(stage, ignore_errors=True)

@@ -32,7 +32,7 @@ stdout = Console(width=None if sys.stdout.isatty() else 120)
 
 def fail(message: str, code: int = 1):
     """Print one clear line on stderr and exit non-zero."""
-    print(f"regioncount: error: {message}", file=sys.stderr)
+    print(f"regioncount: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise typer.Exit(code)
 
 
@@ -112,10 +112,12 @@ class LazyProgress:
 
 
 def guarded(fn):
-    """Run ``fn``; library errors become one clear line and exit status 1."""
+    """Run ``fn``; library errors become one clear line with the exit status of their class."""
+    from ._validate import LIMIT, exit_code_for
+
     try:
         return fn()
     except RegionCountError as e:
-        fail(str(e))
+        fail(str(e), exit_code_for(e))
     except MemoryError:
-        fail("out of memory: reduce the sample count, grid or region cap")
+        fail("out of memory: the run needed more memory than the machine could give; ask for less", LIMIT)

@@ -83,11 +83,6 @@ def exit_code_for(exc: BaseException) -> int:
 # option callbacks
 
 
-def _name(param) -> str:
-    opts = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
-    return opts[0] if opts else f"'{getattr(param, 'name', '?')}'"
-
-
 def at_least(minimum: int, maximum: int | None = None):
     """A typer callback: an integer option in ``[minimum, maximum]`` (None passes through)."""
 
@@ -96,7 +91,7 @@ def at_least(minimum: int, maximum: int | None = None):
             return value
         if value < minimum or (maximum is not None and value > maximum):
             rng = f"at least {minimum:,}" if maximum is None else f"from {minimum:,} to {maximum:,}"
-            raise typer.BadParameter(f"{_name(param)} must be an integer {rng}, got {value}")
+            raise typer.BadParameter(f"must be an integer {rng}, got {value}")
         return value
 
     return check
@@ -111,7 +106,7 @@ def finite(minimum: float | None = None, maximum: float | None = None, *, open_m
         if not ok:
             lo = "" if minimum is None else (f" above {minimum:g}" if open_min else f" at least {minimum:g}")
             hi = "" if maximum is None else f"{' and' if lo else ''} at most {maximum:g}"
-            raise typer.BadParameter(f"{_name(param)} must be a finite number{lo}{hi}, got {v}")
+            raise typer.BadParameter(f"must be a finite number{lo}{hi}, got {v}")
 
     def check(param: typer.CallbackParam, value):
         if value is None:
@@ -128,7 +123,7 @@ def one_of(*choices: str):
 
     def check(param: typer.CallbackParam, value):
         if value is not None and value not in choices:
-            raise typer.BadParameter(f"{_name(param)} must be one of {', '.join(choices)}, got {value!r}")
+            raise typer.BadParameter(f"must be one of {', '.join(choices)}, got {value!r}")
         return value
 
     return check
@@ -138,7 +133,7 @@ def box_callback(param: typer.CallbackParam, value):
     """``--box LO HI``: two finite numbers with LO < HI."""
     finite()(param, value)
     if value is not None and not value[0] < value[1]:
-        raise typer.BadParameter(f"--box takes LO HI with LO below HI, got LO={value[0]:g}, HI={value[1]:g}")
+        raise typer.BadParameter(f"takes LO HI with LO below HI, got LO={value[0]:g}, HI={value[1]:g}")
     return value
 
 
@@ -233,7 +228,7 @@ def memory_cap_callback(ctx: typer.Context, param: typer.CallbackParam, value: f
     if value is None:
         return value
     if not (math.isfinite(value) and 0 < value <= 65536):
-        raise typer.BadParameter(f"--memory-cap must be a number of GiB above 0 and at most 65536, got {value}")
+        raise typer.BadParameter(f"must be a number of GiB above 0 and at most 65536, got {value}")
     if ctx.resilient_parsing:
         return value
     stop_guard()

@@ -9,11 +9,26 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from regioncount._count import as_json_ready
 from regioncount._errors import RegionCountError
+
+
+def _flag_type_hidden(display_type_rich):
+    """typer's help shows ``<bool>`` beside plain flags (--json, --help), which take no value: show nothing."""
+
+    def display(self, ctx):
+        if getattr(self, "is_flag", False) and self.metavar is None:
+            return None
+        return display_type_rich(self, ctx)
+
+    return display
+
+
+typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOption.display_type_rich)
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[

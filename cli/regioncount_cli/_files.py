@@ -91,6 +91,10 @@ def write_files(files: dict[Path, bytes | str]) -> None:
             for tmp, target in staged:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp, target)
+    except OSError as e:
+        from ._validate import OutputFileError
+
+        raise OutputFileError(f"cannot write {e.filename or 'the results'}: {e.strerror or e}") from None
     finally:
         with signals_held():
             for stage in stages.values():

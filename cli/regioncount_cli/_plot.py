@@ -203,7 +203,6 @@ def plot(
             figure_region_graph,
             figure_region_stats,
             figure_regions,
-            region_source,
         )
 
         net = load_model(model)
@@ -215,6 +214,18 @@ def plot(
             parse_vector(dir1, "--dir1"),
             parse_vector(dir2, "--dir2"),
         )
+        part = None
+        if need_exact:  # refuse before drawing anything
+            from regioncount._errors import CurvedBoundaryError, MemoryCapError
+            from regioncount.engines._plane import partition_plane
+
+            try:
+                part = partition_plane(net, dom, max_regions=max_regions)
+            except (CurvedBoundaryError, MemoryCapError) as e:
+                raise RegionCountError(
+                    "--stats, --graph and --graphml need the exact partition, and this one can only be sampled "
+                    f"({_no_method_advice(str(e))})"
+                ) from None
         fig, info = figure_regions(
             net,
             dom,
@@ -227,15 +238,7 @@ def plot(
             max_regions=max_regions,
         )
         files = {out: figure_bytes(fig, fmt, dpi)}
-        part = None
         if need_exact:
-            src = region_source(net, dom, max_regions=max_regions)
-            if not src.exact:
-                raise RegionCountError(
-                    "--stats, --graph and --graphml need the exact partition, and this one is sampled "
-                    f"({_no_method_advice(src.reason)})"
-                )
-            part = src.partition
             if stats is not None:
                 f, info["stats"] = figure_region_stats(part)
                 files[stats] = figure_bytes(f, extra_fmt["stats"], dpi)

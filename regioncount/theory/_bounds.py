@@ -259,10 +259,12 @@ def estimate_size(name: str, **options) -> tuple[float, int]:
     TypeError (the bound itself then reports them)."""
     spec = BOUNDS[name]
     o = {p: options.get(p) for p in spec.params}
-    if name in ("transformer_maxout_lower",):
-        m, T, q, D = (int(o[p]) for p in ("m", "T", "q", "D"))
-        widths, n0, k = [max(m, 1) * max(T, 1)] * max(D // 3, 1), max(q, 1), max(T, 2)
-    elif name == "zaslavsky":
+    if name == "transformer_maxout_lower":  # maxout_lower with floor(D/3) equal layers of width mT, k = T
+        m, T, q, D = (max(int(o[p]), 1) for p in ("m", "T", "q", "D"))
+        L, n, k = max(D // 3, 1), m * T, max(T, 2)
+        digits = (L - 1) * q * math.log10((n // q) * (k - 1) + 2) + _log10_arrangement(n, q, k - 1)
+        return digits, L + q + 1
+    if name == "zaslavsky":
         return _log10_arrangement(o["n"], o["n0"]), max(int(o["n0"]), 0) + 1
     else:
         widths, n0 = [int(w) for w in o["widths"]], max(int(o["n0"]), 1)

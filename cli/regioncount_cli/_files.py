@@ -8,10 +8,12 @@ the stack as :class:`Interrupted`, so every ``finally`` that removes a temporary
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,21 +29,45 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+#: The last SIGINT or SIGTERM received while :func:`signals_as_exceptions` was active (None: none).
+received: int | None = None
+
+
 def _raise_interrupted(signum, frame):
+    global received
+    received = signum
     raise Interrupted(signum)
+
+
+def _unraisable(default):
+    """An :class:`Interrupted` raised inside a finaliser is swallowed by Python (printed as "Exception ignored"):
+    deliver the signal again instead, so it lands outside the finaliser and stops the run, silently."""
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, Interrupted):
+            _thread.interrupt_main(unraisable.exc_value.signum)  # handled at the next safe point, not here
+            return
+        default(unraisable)
+
+    return hook
 
 
 @contextlib.contextmanager
 def signals_as_exceptions():
     """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (no-op elsewhere)."""
+    global received
+    received = None
     try:
         old = {s: signal.signal(s, _raise_interrupted) for s in _HELD}
     except ValueError:  # not the main thread
         yield
         return
+    old_hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(old_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = old_hook
         for s, h in old.items():
             signal.signal(s, h)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -818,11 +819,12 @@ def main(argv: list[str] | None = None) -> int:
     of its class (``_validate.EXIT_CODES``), never a traceback; SIGINT and SIGTERM stop the run cleanly."""
     from typer._click import exceptions as click_exc
 
-    from ._files import signals_as_exceptions
+    from . import _files
 
     args = checks.rewrite_aliases(list(sys.argv[1:] if argv is None else argv))
     code = 0
-    with signals_as_exceptions():
+    guard = None
+    with _files.signals_as_exceptions():
         try:
             try:
                 rv = app(args=args, prog_name="regioncount", standalone_mode=False)
@@ -831,8 +833,11 @@ def main(argv: list[str] | None = None) -> int:
                 guard = checks.stop_guard()
             if guard is not None:
                 guard.raise_if_tripped()
+            if _files.received is not None or code == checks.SIGINT_EXIT:
+                # typer turns an interrupt into exit status 130; say which signal it was
+                raise _files.Interrupted(_files.received or signal.SIGINT)
         except KeyboardInterrupt as e:
-            code = _interrupted(e, guard if "guard" in locals() else None)
+            code = _interrupted(e, guard)
         except typer.Exit as e:
             code = e.exit_code
         except click_exc.NoArgsIsHelpError as e:  # the help is printed; say in one line what was missing
@@ -857,8 +862,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(e: KeyboardInterrupt, guard) -> int:
     """An interrupt is the memory guard's stop, SIGTERM or SIGINT; each gets its own line and status."""
-    import signal
-
     from ._files import Interrupted
 
     if guard is not None and guard.tripped_at:

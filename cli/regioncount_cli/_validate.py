@@ -133,7 +133,7 @@ def box_callback(param: typer.CallbackParam, value):
     """``--box LO HI``: two finite numbers with LO < HI."""
     finite()(param, value)
     if value is not None and not value[0] < value[1]:
-        raise typer.BadParameter(f"takes LO HI with LO below HI, got LO={value[0]:g}, HI={value[1]:g}")
+        raise typer.BadParameter(f"LO must be below HI, got LO={value[0]:g}, HI={value[1]:g}")
     return value
 
 

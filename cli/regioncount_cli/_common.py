@@ -32,7 +32,12 @@ typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOpt
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[
-    Path, typer.Argument(help="Model file (.npz): regioncount's layout or a PyTorch Sequential state dict.")
+    Path,
+    typer.Argument(
+        metavar="MODEL",
+        help="Model file (.npz): regioncount's layout, or a PyTorch Sequential state dict of Linear layers "
+        "(0.weight, ... or fc1.weight, ...) with ReLU assumed between them: a state dict does not record it.",
+    ),
 ]
 OriginOpt = Annotated[
     str | None, typer.Option(help="2D slice x = origin + u1 dir1 + u2 dir2: origin, comma-separated.")

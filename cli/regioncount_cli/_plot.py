@@ -249,6 +249,9 @@ def plot(
 
     info, files, part = guarded(run)
     info = {"model": str(model), "figure": str(out), "format": fmt, **info}
+    for entry in (info, *info.get("panels", ())):
+        if entry.get("why_sampled"):
+            entry["why_sampled"] = _no_method_advice(entry["why_sampled"])
     info.update(domain_box=list(box), grid=grid, version=checks.tool_version())
     if graphml is not None:
         files[graphml] = guarded(lambda: _graphml_bytes(part))

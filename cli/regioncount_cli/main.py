@@ -390,7 +390,13 @@ def bound(
         print(dump_json({"bound": name, "value": value, "kind": spec.kind, "citation": spec.citation, **used}))
         return
     args = ", ".join(f"{p}={v}" for p, v in used.items())
-    stdout.print(f"{name}({args}) = [bold]{value:,}[/bold]   ({spec.kind} bound; {spec.citation})")
+    digits = len(str(value))
+    shown = (
+        f"{value:,}"
+        if digits <= 1000
+        else f"{str(value)[0]}.{str(value)[1:7]}e+{digits - 1} ({digits:,} digits; --json prints them all)"
+    )
+    stdout.print(f"{name}({args}) = [bold]{shown}[/bold]   ({spec.kind} bound; {spec.citation})")
 
 
 def _save(net, out: Path):

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ._domain import Box, Segment, Slice
-from ._errors import MemoryCapError, RegionCountError
+from ._errors import MemoryCapError, RegionCountError, ResidentMemoryError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
@@ -97,6 +97,8 @@ def count_regions(
             max_regions = max(1, cap // PLANE_BYTES_PER_REGION)
             try:
                 part = partition_plane(net, domain, progress=progress, max_regions=max_regions)
+            except ResidentMemoryError:
+                raise
             except MemoryCapError:
                 raise MemoryCapError(
                     f"the exact partition passed {max_regions:,} region{'s' if max_regions != 1 else ''}, about what fits in the "

@@ -27,3 +27,13 @@ class NotPiecewiseError(RegionCountError):
 
 class DegreeTooHighError(RegionCountError):
     """The line engine's polynomials would exceed the supported degree."""
+
+
+class ResidentMemoryError(MemoryCapError):
+    """The process's measured resident memory passed the limit set in :mod:`regioncount._memory`."""
+
+    def __init__(self, resident: int, limit: int):
+        super().__init__(
+            f"resident memory reached {resident / 2**30:.2f} GiB, past the limit of {limit / 2**30:.2f} GiB"
+        )
+        self.resident, self.limit = resident, limit

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from regioncount._count import as_json_ready
 from regioncount._errors import RegionCountError
+from regioncount._memory import check_rss
 
 
 def _flag_type_hidden(display_type_rich):
@@ -103,6 +104,7 @@ class LazyProgress:
         self.task = None
 
     def __call__(self, done: float, total: float) -> None:
+        check_rss()  # the measured --memory-cap, in the main thread, as the work advances
         if self.bar is None:
             if time.perf_counter() - self.t0 < self.delay or not stderr.is_terminal:
                 return
@@ -133,11 +135,11 @@ class LazyProgress:
 
 def guarded(fn):
     """Run ``fn``; library errors become one clear line with the exit status of their class."""
-    from ._validate import LIMIT, exit_code_for
+    from ._validate import LIMIT, exit_code_for, message_for
 
     try:
         return fn()
     except RegionCountError as e:
-        fail(str(e), exit_code_for(e))
+        fail(message_for(e), exit_code_for(e))
     except MemoryError:
         fail("out of memory: the run needed more memory than the machine could give; ask for less", LIMIT)

@@ -21,12 +21,15 @@ from typing import Annotated
 
 import typer
 
+from regioncount import _memory
 from regioncount._errors import (
     DomainError,
     MemoryCapError,
     ModelFileError,
     RegionCountError,
+    ResidentMemoryError,
 )
+from regioncount._memory import rss_bytes
 
 # One exit status per error class.
 OK = 0
@@ -77,6 +80,16 @@ def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, RegionCountError):
         return CANNOT_ANSWER
     return INTERNAL
+
+
+def message_for(exc: BaseException) -> str:
+    """The one line for an error: the engines' measured-memory stop is told against --memory-cap."""
+    if isinstance(exc, ResidentMemoryError) and active_guard is not None:
+        return (
+            f"resident memory reached {exc.resident / 2**30:.2f} GiB, at the --memory-cap of "
+            f"{active_guard.cap / 2**30:.3g} GiB: the run was stopped; raise --memory-cap or ask for less"
+        )
+    return str(exc)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -150,15 +163,6 @@ def not_applicable(option: str, why: str):
 # memory
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process, from ``/proc/self/statm`` (0 where there is no /proc)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 class MemoryGuard:
     """Stops the command once the process's resident memory passes the cap.
 
@@ -186,6 +190,7 @@ class MemoryGuard:
             )
         self._thread = threading.Thread(target=self._watch, name="regioncount-memory-guard", daemon=True)
         self._thread.start()
+        _memory.LIMIT = self.trip  # the engines also check, in the main thread, wherever they grow
         return self
 
     def _watch(self) -> None:
@@ -197,12 +202,14 @@ class MemoryGuard:
                 return
 
     def stop(self) -> None:
+        _memory.LIMIT = None
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self._thread = None
 
     def raise_if_tripped(self) -> None:
+        """Raise :class:`MemoryCapError` if the watcher stopped the run."""
         if self.tripped_at:
             raise MemoryCapError(
                 f"resident memory reached {self.tripped_at / 2**30:.2f} GiB, at the --memory-cap of "

@@ -856,7 +856,7 @@ def main(argv: list[str] | None = None) -> int:
             checks.print_error(e.format_message())
             code = e.exit_code if e.exit_code else checks.USAGE
         except (RegionCountError, MemoryError) as e:
-            checks.print_error(str(e) or "out of memory")
+            checks.print_error(checks.message_for(e) or "out of memory")
             code = checks.exit_code_for(e)
         except Exception as e:  # a bug: still one line, with what to report
             checks.print_error(f"internal error, please report it: {type(e).__name__}: {e}")

@@ -46,6 +46,7 @@ import numpy as np
 
 from .._domain import Box, Slice
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError
+from .._memory import check_rss
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._partition import Partition
@@ -477,6 +478,7 @@ class _Engine:
         return base
 
     def cap_check(self, n_current: int):
+        check_rss()  # measured, where the store is about to grow
         if self.max_regions is not None and self.finished + self.pending + n_current > self.max_regions:
             raise MemoryCapError(
                 f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from regioncount._count import METHODS, count_regions
-from regioncount._domain import Box, Segment
+from regioncount._domain import Box, Segment, Slice
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import is_state_dict, load_model, save_model
 
@@ -181,13 +181,16 @@ def count(
                 linear=not no_linear,
             )
             res["domain"] = _domain_json(dom)
+            if res.get("mode") == "grid":  # the grid the sampled count used (the default where none was given)
+                res["grid"] = grid or round(res["samples"] ** (1 / (2 if isinstance(dom, Slice) else dom.dim)))
             if per_layer:
                 res["per_layer"] = _per_layer(net, dom, method, grid, samples, seed, memory_cap, no_linear)
             return res
 
     res = guarded(run)
     res["model"] = str(model)
-    res.update(seed=seed if method == "sample" else None, grid=grid, version=checks.tool_version())
+    res.setdefault("grid", None)
+    res.update(seed=(seed or 0) if samples is not None else None, version=checks.tool_version())
     if is_state_dict(model):
         res["activation"] = "relu (assumed: a state dict does not record its activations)"
     if out is not None:
@@ -238,7 +241,6 @@ def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start,
 
 def _domain_json(dom) -> dict:
     """The domain a result was computed on, for its JSON record."""
-    from regioncount._domain import Slice
 
     if isinstance(dom, Segment):
         return {"segment": {"from": dom.a.tolist(), "to": dom.b.tolist()}}

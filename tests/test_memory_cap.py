@@ -49,7 +49,7 @@ def test_exact_count_under_the_cap_never_passes_it(tmp_path):
         ]
     )
     assert code == 0, err
-    cap = 0.75  # GiB; the uncapped count of these 8,254,129 regions holds about 22 GB
+    cap = 0.5  # GiB; the uncapped count of these 8,254,129 regions holds about 22 GB
     code, _, peak, err = peak_rss_of(["count", str(model), "--box", "-1", "2", "--memory-cap", str(cap)])
     assert code == 5 and "--memory-cap" in err and "Traceback" not in err
     assert peak <= cap * 2**30

@@ -31,24 +31,11 @@ def test_guard_stops_a_growing_process_before_the_cap():
 def test_exact_count_under_the_cap_never_passes_it(tmp_path):
     from memory_cap import peak_rss_of
 
+    from regioncount._io import save_model
+    from regioncount.theory._compile import bound_attaining_transformer
+
     model = tmp_path / "c.npz"
-    code, _, _, err = peak_rss_of(
-        [
-            "build",
-            "bound-transformer",
-            "--m",
-            "4",
-            "--tokens",
-            "3",
-            "--inputs",
-            "2",
-            "--depth",
-            "9",
-            "--out",
-            str(model),
-        ]
-    )
-    assert code == 0, err
+    save_model(bound_attaining_transformer(4, 3, 2, 9)[0], model)
     cap = 0.5  # GiB; the uncapped count of these 8,254,129 regions holds about 22 GB
     code, _, peak, err = peak_rss_of(["count", str(model), "--box", "-1", "2", "--memory-cap", str(cap)])
     assert code == 5 and "--memory-cap" in err and "Traceback" not in err

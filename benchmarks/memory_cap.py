@@ -34,13 +34,23 @@ def peak_rss_of(argv: list[str]) -> tuple[int, float, int, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cap", type=float, default=2.0, help="--memory-cap in GiB")
+    ap.add_argument("--quick", action="store_true", help="--cap 0.5: stops sooner")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
+    if args.quick:
+        args.cap = 0.5
     with tempfile.TemporaryDirectory() as d:
         model = Path(d) / "c4329.npz"
         build = ["build", "bound-transformer", "--m", "4", "--tokens", "3", "--inputs", "2", "--depth", "9"]
         code, _, _, err = peak_rss_of([*build, "--out", str(model)])
-        assert code == 0, err
+        if code != 0:
+            sys.exit(f"build failed: {err}")
         code, wall, peak, err = peak_rss_of(["count", str(model), "--box", "-1", "2", "--memory-cap", str(args.cap)])
+    if args.json:
+        import json
+
+        print(json.dumps({"cap_gib": args.cap, "exit": code, "seconds": wall, "peak_rss_gib": peak / 2**30}))
+        return
     print(f"count --memory-cap {args.cap:g}: exit {code}, {wall:.1f} s, peak RSS {peak / 2**30:.3f} GiB")
     print(f"  {err}")
 

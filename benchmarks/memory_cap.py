@@ -24,7 +24,9 @@ def peak_rss_of(argv: list[str]) -> tuple[int, float, int, str]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'cli'}", "OPENBLAS_NUM_THREADS": "1"}
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen([sys.executable, "-m", "regioncount_cli.main", *argv], stderr=err, env=env)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "regioncount_cli.main", *argv], stdout=subprocess.DEVNULL, stderr=err, env=env
+        )
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)

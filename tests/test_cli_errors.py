@@ -134,6 +134,8 @@ CASES = [
     ("grid-with-exact", "count {d}/m.npz --grid 100", USAGE, "--grid", None),
     ("seed-with-grid", "count {d}/m.npz --method sample --grid 10 --seed 3", USAGE, "--seed", None),
     ("bound-extra-option", "bound zaslavsky --n 5 --n0 2 --k 3", USAGE, "--k", None),
+    ("box-with-segment", "plot-line {d}/m.npz --out {d}/new.png --from 0,0 --to 1,1 --box 0 2", USAGE, "--box", None),
+    ("temperature-hardmax", "build random-transformer --inv-temperature 2 --out {d}/new.npz", USAGE, "softmax", None),
     ("bound-missing-option", "bound maxout_lower --widths 4 --n0 2", USAGE, "--k", None),
     ("bound-unknown", "bound no_such_bound", USAGE, "no_such_bound", None),
     ("bound-list-with-option", "bound --k 3", USAGE, "--k", None),

@@ -310,6 +310,8 @@ def plot_line(
     fmt = _image_format(out, "--out")
     if (start is None) != (end is None):
         fail("give both --from and --to, or neither (the box diagonal)", 2)
+    if start is not None and checks.explicit("box"):
+        fail("--box does not apply here: it sets the diagonal drawn without --from/--to", 2)
     sidecar = guarded(lambda: _check_files(model, {"--out": out}))
 
     def run():

@@ -150,6 +150,15 @@ def box_callback(param: typer.CallbackParam, value):
     return value
 
 
+def explicit(name: str) -> bool:
+    """Whether the running command's parameter ``name`` (its Python name) was typed on the command line."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+
 def usage(message: str):
     raise UsageError(message)
 

@@ -512,7 +512,7 @@ def build_random_transformer(
 
     if scale_by_t and attention != "relu":
         checks.not_applicable("--scale-by-t", f"it divides ReLU attention by T, and --attention is {attention}")
-    if inv_temperature != 1.0 and attention != "softmax":
+    if checks.explicit("inv_temperature") and attention != "softmax":
         checks.not_applicable("--inv-temperature", f"it sets softmax attention, and --attention is {attention}")
     _check_build_out(out)
     dh, ff = max(1, d_model // heads), d_ff or 2 * d_model

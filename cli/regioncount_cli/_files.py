@@ -33,9 +33,17 @@ class Interrupted(KeyboardInterrupt):
 received: int | None = None
 
 
+#: Depth of :func:`signals_held` sections, and a signal that arrived inside one (raised when the last ends).
+_held_depth = 0
+_held_signal: int | None = None
+
+
 def _raise_interrupted(signum, frame):
-    global received
+    global received, _held_signal
     received = signum
+    if _held_depth:  # a signal that bypassed the mask (one delivered again, or the memory guard's): defer it
+        _held_signal = signum
+        return
     raise Interrupted(signum)
 
 
@@ -74,12 +82,19 @@ def signals_as_exceptions():
 
 @contextlib.contextmanager
 def signals_held():
-    """Hold SIGINT and SIGTERM back (they are delivered when the block ends)."""
+    """Hold SIGINT and SIGTERM back (they are delivered when the block ends): masked at the OS level, and
+    deferred by the handler for those that reach Python another way (``_thread.interrupt_main``)."""
+    global _held_depth, _held_signal
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    _held_depth += 1
     try:
         yield
     finally:
+        _held_depth -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if not _held_depth and _held_signal is not None:
+            signum, _held_signal = _held_signal, None
+            raise Interrupted(signum)
 
 
 def _nearest_existing_dir(path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -864,6 +865,15 @@ def main(argv: list[str] | None = None) -> int:
             checks.print_error(f"internal error, please report it: {type(e).__name__}: {e}")
             code = checks.INTERNAL
     if argv is None:
+        # The run is over: a signal now has nothing left to stop (and would kill with no message).
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+        if code in (checks.SIGINT_EXIT, checks.SIGTERM_EXIT, checks.LIMIT):
+            # stopped mid-computation: leave without tearing down half-finished compiled code (XLA can crash
+            # at interpreter exit then); every file was already written whole or removed
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
         sys.exit(code)
     return code
 

@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 _HELD = {signal.SIGINT, signal.SIGTERM}
@@ -53,7 +54,9 @@ def _unraisable(default):
 
     def hook(unraisable):
         if isinstance(unraisable.exc_value, Interrupted):
-            _thread.interrupt_main(unraisable.exc_value.signum)  # handled at the next safe point, not here
+            # from another thread a moment later, so it lands once the finaliser (and this hook) are done
+            signum = unraisable.exc_value.signum
+            threading.Timer(0.002, _thread.interrupt_main, args=(signum,)).start()
             return
         default(unraisable)
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._config import DEFAULT_MEMORY_CAP
 from ._domain import AffineSlice, Box, Segment, Slice
-from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError
+from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 METHODS = ("exact", "line", "sample")
@@ -99,6 +99,7 @@ def count_regions(
     max_regions: int | None = None,
     progress=None,
     certify: bool = False,
+    linear: bool = True,
 ) -> dict:
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
@@ -113,6 +114,8 @@ def count_regions(
     rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
     floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
     (see :func:`regioncount.results.certify`), and a failed check raises :class:`CertificateError`.
+    ``linear=False`` skips linear regions (``linear_regions`` is then None): on an exact 2D partition they cost
+    about as much as the partition.
     """
     if certify and method != "exact":
         raise RegionCountError("certify applies to exact 2D counts (method 'exact')")
@@ -151,7 +154,7 @@ def count_regions(
             pieces = walk_line(net, domain)
             out = {
                 "regions": int(pieces.activation_pieces),
-                "linear_regions": int(pieces.linear_pieces),
+                "linear_regions": int(pieces.linear_pieces) if linear else None,
                 "ties": int(pieces.ties),
                 "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
                 # ReLU/Maxout: every predicate exact (float bound, else rationals); attention: tolerances
@@ -166,6 +169,8 @@ def count_regions(
             limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
             try:
                 part = partition_plane(net, domain, progress=progress, max_regions=limit)
+            except ResidentMemoryError:
+                raise
             except MemoryCapError:
                 raise _cap_error(cap, limit, max_regions) from None
             except CurvedBoundaryError:
@@ -181,7 +186,7 @@ def count_regions(
                 st = part.stats
                 out = {
                     "regions": int(part.n_regions),
-                    "linear_regions": int(part.linear_regions()),
+                    "linear_regions": int(part.linear_regions()) if linear else None,
                     "predicates": st["predicates"],
                     "exact_predicates": st["exact_predicates"],
                     "assumed_identities": st["assumed"],

@@ -40,3 +40,13 @@ class CertificateError(RegionCountError):
 
 class KeySetError(RegionCountError):
     """A retrieval key set that does not fit its model: empty, of the wrong dimension, or not finite."""
+
+
+class ResidentMemoryError(MemoryCapError):
+    """The process's measured resident memory passed the limit set in :mod:`regioncount._memory`."""
+
+    def __init__(self, resident: int, limit: int):
+        super().__init__(
+            f"resident memory reached {resident / 2**30:.2f} GiB, past the limit of {limit / 2**30:.2f} GiB"
+        )
+        self.resident, self.limit = resident, limit

@@ -1,7 +1,9 @@
 """Model files (``.npz``, DESIGN §6) and whole-or-nothing writes of results files.
 
-Two layouts are read: a PyTorch ``nn.Sequential`` state dict of Linear layers with ReLU between them
-(keys ``0.weight`` (out x in), ``0.bias``, ``2.weight``, ...; the last Linear is the readout), and
+Two layouts are read: a PyTorch ``nn.Sequential`` state dict of Linear layers, with ReLU assumed between
+them since a state dict does not record activations (keys ``0.weight`` (out x in), ``0.bias``, ``2.weight``,
+..., or named modules ``fc1.weight``, ``fc2.weight``, ... in the file's order; the last Linear is the
+readout), and
 regioncount's own layout, which stores its config as JSON under ``__regioncount__`` and is written by
 :func:`save_model` for every architecture.
 """
@@ -12,6 +14,7 @@ import io
 import json
 import os
 import re
+import signal
 import tempfile
 import zipfile
 from pathlib import Path
@@ -32,8 +35,14 @@ def write_atomic(path, data: bytes | str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        # SIGINT/SIGTERM held while the temporary file is made, so none lands before its cleanup is armed
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         # mkstemp makes the file 0600; give it the mode an ordinary open() would have
@@ -42,7 +51,8 @@ def write_atomic(path, data: bytes | str) -> None:
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -143,42 +153,100 @@ def _from_own(data: dict, config: dict, path):
     raise ModelFileError(f"{path}: unknown architecture {arch!r} in its config")
 
 
-_TORCH_KEY = re.compile(r"^(\d+)\.(weight|bias)$")
+_TORCH_KEY = re.compile(r"^(.+)\.(weight|bias)$")
 
 
 def _from_torch(data: dict, path) -> MLP:
-    layers: dict[int, dict[str, np.ndarray]] = {}
+    """A state dict of Linear layers: ``<module>.weight`` (out x in) and ``<module>.bias`` per layer, taken in
+    the order the file stores them (numeric module names, ``0``, ``2``, ``10``, in numeric order). ReLU is
+    assumed between the layers: a state dict does not record its activations."""
+    layers: dict[str, dict[str, np.ndarray]] = {}
     for key, value in data.items():
         m = _TORCH_KEY.match(key)
         if not m:
-            raise ModelFileError(f"{path}: key {key!r} is neither regioncount's layout nor a Sequential state dict")
-        layers.setdefault(int(m.group(1)), {})[m.group(2)] = value
+            raise ModelFileError(
+                f"{path}: key {key!r} is neither regioncount's layout nor a Linear layer of a state dict "
+                "(<module>.weight, <module>.bias)"
+            )
+        layers.setdefault(m.group(1), {})[m.group(2)] = value
     if not layers:
         raise ModelFileError(f"{path}: holds no layers")
+    names = list(layers)
+    if all(n.isdigit() for n in names):
+        names.sort(key=int)
     ws, bs = [], []
-    for idx in sorted(layers):
-        if "weight" not in layers[idx]:
-            raise ModelFileError(f"{path}: layer {idx} has a bias but no weight")
-        w = layers[idx]["weight"]
+    for name in names:
+        if "weight" not in layers[name]:
+            raise ModelFileError(f"{path}: layer {name!r} has a bias but no weight")
+        w = layers[name]["weight"]
+        if w.ndim != 2:
+            raise ModelFileError(f"{path}: {name}.weight has shape {w.shape}; a Linear weight is (out, in)")
+        b = layers[name].get("bias", np.zeros(w.shape[0]))
+        if b.shape != (w.shape[0],):
+            raise ModelFileError(f"{path}: {name}.bias has shape {b.shape}, {name}.weight needs ({w.shape[0]},)")
         ws.append(w)
-        bs.append(layers[idx].get("bias", np.zeros(w.shape[0] if w.ndim else 0)))
+        bs.append(b)
     return MLP(tuple(ws), tuple(bs))
+
+
+def _check_declared_sizes(p: Path) -> None:
+    """Refuse members whose .npy header declares more data than the member holds (a corrupt or hostile file
+    would otherwise make NumPy allocate the declared size before failing)."""
+    try:
+        with zipfile.ZipFile(p) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if declared > info.file_size:
+                        raise ModelFileError(
+                            f"{p}: array {info.filename!r} declares shape {shape} ({declared:,} bytes) but holds "
+                            f"{info.file_size:,} bytes: the file is corrupt"
+                        )
+    except ModelFileError:
+        raise
+    except Exception as e:
+        raise ModelFileError(f"{p}: not a readable .npz file ({type(e).__name__}: {e})") from None
+
+
+def _check_widths(net, path) -> None:
+    if isinstance(net, (MLP, Maxout)):
+        for i, w in enumerate(net.weights):
+            if 0 in w.shape:
+                raise ModelFileError(f"{path}: layer {i} has a weight of shape {tuple(w.shape)}: a layer of width 0")
 
 
 def load_model(path):
     """Read a model file (either layout) into an MLP, Maxout, Transformer or RelationModel.
 
     Raises :class:`ModelFileError` with one clear sentence for a missing or unreadable file, missing
-    keys, shapes that do not fit, or NaN/inf entries.
+    keys, shapes that do not fit, layers of width 0, or NaN/inf entries.
     """
     p = Path(path)
+    if p.is_dir():
+        raise ModelFileError(f"{path} is a directory, not a model file")
     if not p.is_file():
         raise ModelFileError(f"{path}: no such model file")
     try:
+        is_zip = zipfile.is_zipfile(p)
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if not is_zip:
+        raise ModelFileError(f"{path}: not an .npz file (not a zip archive of .npy arrays)")
+    _check_declared_sizes(p)
+    try:
         with np.load(p, allow_pickle=False) as f:
             data = {k: f[k] for k in f.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise ModelFileError(f"{path}: holds pickled (object) arrays, which are never loaded") from None
         raise ModelFileError(f"{path}: not a readable .npz file ({e})") from None
+    except Exception as e:
+        raise ModelFileError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
     for key, value in data.items():
         if key != _CONFIG_KEY and (value.dtype.kind not in "fiub" or not np.all(np.isfinite(value))):
             raise ModelFileError(f"{path}: array {key!r} is not finite real numbers (NaN, inf or non-numeric)")
@@ -188,9 +256,24 @@ def load_model(path):
                 config = json.loads(str(data.pop(_CONFIG_KEY)))
             except json.JSONDecodeError as e:
                 raise ModelFileError(f"{path}: config is not valid JSON ({e})") from None
-            return _from_own(data, config, path)
-        return _from_torch(data, path)
+            if not isinstance(config, dict):
+                raise ModelFileError(f"{path}: config is not a JSON object")
+            net = _from_own(data, config, path)
+        else:
+            net = _from_torch(data, path)
     except ModelFileError:
         raise
-    except (ValueError, TypeError, IndexError) as e:
+    except Exception as e:
         raise ModelFileError(f"{path}: {e}") from None
+    _check_widths(net, path)
+    return net
+
+
+def is_state_dict(path) -> bool:
+    """Whether a readable model file is a torch state dict (no regioncount config): its activations were
+    not recorded, ReLU is assumed."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as f:
+            return _CONFIG_KEY not in f.files
+    except Exception:
+        return False

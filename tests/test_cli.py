@@ -83,7 +83,7 @@ def test_unknown_method(capsys, mlp_file):
 
 def test_missing_model(capsys, tmp_path):
     code, _, err = run(capsys, "count", str(tmp_path / "none.npz"), "--method", "sample")
-    assert code == 1 and "no such model file" in _one_error_line(err)
+    assert code == 3 and "no such model file" in _one_error_line(err)
 
 
 @pytest.mark.parametrize("bad", ["nan", "shape", "missing"])
@@ -98,12 +98,12 @@ def test_malformed_model(capsys, tmp_path, bad):
         del arrays["2.weight"]
     np.savez(path, **arrays)
     code, _, err = run(capsys, "count", str(path), "--method", "sample")
-    assert code == 1 and str(path) in _one_error_line(err)
+    assert code == 3 and str(path) in _one_error_line(err)
 
 
 def test_empty_box(capsys, mlp_file):
     code, _, err = run(capsys, "count", str(mlp_file), "--method", "sample", "--box", "1", "1")
-    assert code == 1 and "LO" in _one_error_line(err)
+    assert code == 2 and "LO" in _one_error_line(err)
 
 
 def test_memory_cap_leaves_no_file(capsys, mlp_file, tmp_path):
@@ -111,7 +111,7 @@ def test_memory_cap_leaves_no_file(capsys, mlp_file, tmp_path):
     code, _, err = run(
         capsys, "count", str(mlp_file), "--method", "sample", "--samples", "100000000000", "--out", str(target)
     )
-    assert code == 1 and "cap" in _one_error_line(err)
+    assert code == 5 and "cap" in _one_error_line(err)
     assert not target.exists()
 
 
@@ -152,11 +152,11 @@ def test_bound_lists_every_registered_bound(capsys):
 
 def test_bound_errors(capsys):
     code, _, err = run(capsys, "bound", "maxout_lower", "--widths", "4", "--n0", "2")
-    assert code == 1 and "--k" in _one_error_line(err)
+    assert code == 2 and "--k" in _one_error_line(err)
     code, _, err = run(capsys, "bound", "no_such_bound")
     assert code == 2 and "no_such_bound" in _one_error_line(err)
     code, _, err = run(capsys, "bound", "transformer_maxout_lower", "--m", "1", "--T", "2", "--q", "1", "--D", "2")
-    assert code == 1 and "D >= 3" in _one_error_line(err)
+    assert code == 2 and "D >= 3" in _one_error_line(err)
 
 
 @pytest.mark.parametrize("method", ["exact", "line"])
@@ -194,7 +194,7 @@ def test_exact_on_a_slice_and_refusals(capsys, tmp_path):
     assert code == 0, err
     assert json.loads(out)["exact"] is True
     code, _, err = run(capsys, "count", str(path), "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "2,0,0")
-    assert code == 1 and "parallel" in _one_error_line(err)
+    assert code == 2 and "parallel" in _one_error_line(err)
 
 
 def test_curved_boundary_names_line_and_sample(capsys, tmp_path):
@@ -235,7 +235,7 @@ def test_build_constructions_count_to_their_formulas(capsys, tmp_path):
     _, out, _ = run(capsys, "count", str(compiled), "--box", "-1", "2", "--json")
     assert json.loads(out)["regions"] == maxout_lower([4, 2], 2, 3)
     code, _, err = run(capsys, "count", str(compiled), "--box", "-2", "2")
-    assert code == 1 and "compiled for the box" in _one_error_line(err)
+    assert code == 2 and "compiled for the box" in _one_error_line(err)
     fold = tmp_path / "f.npz"
     assert run(capsys, "build", "fold-relu", "--widths", "3,4", "--out", str(fold))[0] == 0
     _, out, _ = run(capsys, "count", str(fold), "--box", "0", "1", "--json")
@@ -244,11 +244,11 @@ def test_build_constructions_count_to_their_formulas(capsys, tmp_path):
 
 def test_build_construction_errors(capsys, tmp_path):
     code, _, err = run(capsys, "build", "fold-relu", "--widths", "2", "--out", str(tmp_path / "x.npz"))
-    assert code == 1 and "n >= 3" in _one_error_line(err)
+    assert code == 2 and "n >= 3" in _one_error_line(err)
     mlp = tmp_path / "m.npz"
     run(capsys, "build", "random-mlp", "--out", str(mlp))
     code, _, err = run(capsys, "build", "compile", str(mlp), "--out", str(tmp_path / "y.npz"))
-    assert code == 1 and "Maxout" in _one_error_line(err)
+    assert code == 3 and "Maxout" in _one_error_line(err)
     assert not (tmp_path / "x.npz").exists() and not (tmp_path / "y.npz").exists()
 
 
@@ -257,7 +257,7 @@ def test_exact_partition_respects_the_memory_cap(capsys, tmp_path):
     run(capsys, "build", "random-mlp", "--widths", "32,32", "--out", str(path))
     target = tmp_path / "res.json"
     code, _, err = run(capsys, "count", str(path), "--box", "-2", "2", "--memory-cap", "0.0005", "--out", str(target))
-    assert code == 1 and "--memory-cap" in _one_error_line(err)
+    assert code == 5 and "--memory-cap" in _one_error_line(err)
     assert not target.exists()
     code, out, _ = run(capsys, "count", str(path), "--box", "-2", "2", "--json")
     assert code == 0 and json.loads(out)["regions"] > 0.0005 * 2**30 / 1536

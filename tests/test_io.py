@@ -110,8 +110,10 @@ def test_not_a_file_and_not_an_npz(tmp_path):
     with pytest.raises(ModelFileError, match="no such"):
         load_model(tmp_path / "nothing.npz")
     (tmp_path / "junk.npz").write_text("hello")
-    with pytest.raises(ModelFileError, match="readable"):
+    with pytest.raises(ModelFileError, match="not an .npz file"):
         load_model(tmp_path / "junk.npz")
+    with pytest.raises(ModelFileError, match="is a directory"):
+        load_model(tmp_path)
 
 
 def test_atomic_write_has_ordinary_permissions_and_leaves_no_temp(tmp_path):

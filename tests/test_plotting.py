@@ -211,13 +211,27 @@ def test_levels_and_zero_set_are_drawn(small):
     assert to_rgba("#c8102e") in [tuple(c.get_colors()[0]) for c in lines]
 
 
+def test_level_values_on_a_colour_bar_and_no_zero_legend_without_a_zero_set(small):
+    net, _ = small
+    fig, info = figure_regions(net, BOX, levels=4, zero=True)
+    bar = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bar) == 1 and np.allclose(bar[0].get_yticks(), info["levels"])
+    # shift the output so it has no zero on the box: the zero set is not drawn, nor put in the legend
+    far = MLP(net.weights, net.biases[:-1] + (net.biases[-1] + 1e6,))
+    fig, info = figure_regions(far, BOX, zero=True)
+    labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert info["zero_set"] is False and not any("zero set" in t for t in labels)
+
+
 def test_layers_refine_and_end_with_the_network():
     net = random_mlp(2, [5, 5, 5], init="normal", seed=1)
     names = [name for name, _ in truncations(net)]
     assert names == ["layer 1", "layer 2", "layer 3"]
     fig, info = figure_regions(net, BOX, layers=True, levels=3)
     counts = [p["regions"] for p in info["panels"]]
-    assert len(fig.axes) == 3 and [ax.get_title().split("\n")[0] for ax in fig.axes] == [
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(fig.axes) == 4 and len(panels) == 3  # with the colour bar of the level sets
+    assert [ax.get_title().split("\n")[0] for ax in panels] == [
         "after layer 1",
         "after layer 2",
         "after layer 3",
@@ -225,7 +239,7 @@ def test_layers_refine_and_end_with_the_network():
     assert counts == sorted(counts) and counts[-1] == partition_plane(net, BOX).n_regions == info["regions"]
     # every panel is properly coloured, and a region of layer 2 mostly keeps its layer-1 parent's colour
     parts = [partition_plane(t, BOX) for _, t in truncations(net)]
-    faces = [regions_collection(ax).get_facecolors() for ax in fig.axes]
+    faces = [regions_collection(ax).get_facecolors() for ax in panels]
     for part, face in zip(parts, faces):
         E = part.adjacency()
         assert len(face) == part.n_regions and np.all(np.any(face[E[:, 0]] != face[E[:, 1]], axis=1))
@@ -447,7 +461,7 @@ def test_cli_plot_sampled_and_slice(capsys, tmp_path):
     save_model(random_mlp(3, [5], seed=0), path)
     # without a slice a 3-input model gets cross-sections (tests/test_space.py); --layers needs one 2D domain
     code, _, err = run(capsys, "plot", path, "--out", tmp_path / "a.png", "--layers")
-    assert code == 1 and "slice" in one_error_line(err)
+    assert code == 2 and "slice" in one_error_line(err)
     assert not (tmp_path / "a.png").exists()
     out = tmp_path / "s.png"
     code, _, err = run(

@@ -9,18 +9,36 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from regioncount._count import as_json_ready
 from regioncount._errors import RegionCountError
+from regioncount._memory import check_rss
+
+
+def _flag_type_hidden(display_type_rich):
+    """typer's help shows ``<bool>`` beside plain flags (--json, --help), which take no value: show nothing."""
+
+    def display(self, ctx):
+        if getattr(self, "is_flag", False) and self.metavar is None:
+            return None
+        return display_type_rich(self, ctx)
+
+    return display
+
+
+typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOption.display_type_rich)
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[
     Path,
     typer.Argument(
-        help="Model file: .npz (regioncount's layout or a PyTorch Sequential state dict), .safetensors (a "
-        "Sequential state dict of Linear layers) or .onnx (needs the onnx extra)."
+        metavar="MODEL",
+        help="Model file: .npz (regioncount's layout, or a PyTorch Sequential state dict of Linear layers "
+        "(0.weight, ... or fc1.weight, ...) with ReLU assumed between them: a state dict does not record it), "
+        ".safetensors (a Sequential state dict of Linear layers, ReLU assumed) or .onnx (needs the onnx extra).",
     ),
 ]
 OriginOpt = Annotated[
@@ -39,7 +57,7 @@ stdout = Console(width=None if sys.stdout.isatty() else 120)
 
 def fail(message: str, code: int = 1):
     """Print one clear line on stderr and exit non-zero."""
-    print(f"regioncount: error: {message}", file=sys.stderr)
+    print(f"regioncount: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise typer.Exit(code)
 
 
@@ -90,6 +108,7 @@ class LazyProgress:
         self.task = None
 
     def __call__(self, done: float, total: float) -> None:
+        check_rss()  # the measured --memory-cap, in the main thread, as the work advances
         if self.bar is None:
             if time.perf_counter() - self.t0 < self.delay or not stderr.is_terminal:
                 return
@@ -119,10 +138,12 @@ class LazyProgress:
 
 
 def guarded(fn):
-    """Run ``fn``; library errors become one clear line and exit status 1."""
+    """Run ``fn``; library errors become one clear line with the exit status of their class."""
+    from ._validate import LIMIT, exit_code_for, message_for
+
     try:
         return fn()
     except RegionCountError as e:
-        fail(str(e))
+        fail(message_for(e), exit_code_for(e))
     except MemoryError:
-        fail("out of memory: reduce the sample count, grid or region cap")
+        fail("out of memory: the run needed more memory than the machine could give; ask for less", LIMIT)

@@ -9,11 +9,58 @@ import typer
 
 from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
-from regioncount._io import write_atomic
 from regioncount._loaders import load_network
 
+from . import _validate as checks
 from ._common import Dir1Opt, Dir2Opt, ModelArg, OriginOpt, dump_json, fail, guarded, parse_vector, slice_from_options
 from ._data import ThroughOpt, through_slice, vector_arg
+from ._files import write_files
+from ._validate import MemoryCapOpt, at_least, box_callback, one_of
+
+#: Largest --dpi: a 6 x 5 inch figure at 1200 dpi is 43 million pixels.
+MAX_DPI = 1200
+DpiOpt = Annotated[int, typer.Option(callback=at_least(10, MAX_DPI), help="Resolution of .png output (dots per inch).")]
+ActivationOpt = Annotated[
+    str,
+    typer.Option(
+        callback=one_of("relu"),
+        help="The activation between the Linear layers of a PyTorch state dict, which does not record it: "
+        "relu, the only one drawn.",
+    ),
+]
+
+
+def _sidecar_free(sidecar: Path) -> None:
+    """The JSON sidecar may replace an earlier sidecar of regioncount, never an unrelated file."""
+    import json
+
+    if not sidecar.exists():
+        return
+    try:
+        old = json.loads(sidecar.read_text())
+        ours = isinstance(old, dict) and "figure" in old and "format" in old
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise checks.OutputFileError(
+            f"the sidecar {sidecar} of --out exists and was not written by regioncount; move it or choose another --out"
+        )
+
+
+def _check_files(model: Path, outputs: dict[str, Path | None]) -> Path:
+    """Check the model and every output (with the sidecar of --out) before any work; return the sidecar."""
+    sidecar = outputs["--out"].with_suffix(".json")
+    checks.check_model_file(model)
+    checks.check_outputs({**outputs, "the sidecar of --out": sidecar}, {"MODEL": model})
+    _sidecar_free(sidecar)
+    return sidecar
+
+
+def _no_method_advice(reason: str) -> str:
+    """Engine reasons advise `count --method ...`, which `plot` does not have."""
+    import re
+
+    return re.sub(r"[;:,]? *(use|or count with|count with) --method.*$", "", reason or "").strip()
 
 
 def _image_format(path: Path, option: str) -> str:
@@ -49,7 +96,11 @@ def plot(
     ],
     box: Annotated[
         tuple[float, float],
-        typer.Option(help="LO HI: draw [LO, HI]^2 (a 2-input model), or [LO, HI]^2 in (u1, u2) for a slice."),
+        typer.Option(
+            metavar="LO HI",
+            callback=box_callback,
+            help="LO HI: draw [LO, HI]^2 (a 2-input model), or [LO, HI]^2 in (u1, u2) for a slice.",
+        ),
     ] = (-1.0, 1.0),
     origin: OriginOpt = None,
     dir1: Dir1Opt = None,
@@ -67,12 +118,13 @@ def plot(
         int, typer.Option(help="Draw N level sets of output 0, evenly spaced over its range on the domain.")
     ] = 0,
     zero: Annotated[
-        bool, typer.Option("--zero", help="Draw the zero set of output 0 (the decision boundary).")
+        bool, typer.Option("--zero", metavar="", help="Draw the zero set of output 0 (the decision boundary).")
     ] = False,
     layers: Annotated[
         bool,
         typer.Option(
             "--layers",
+            metavar="",
             help="One panel per layer (MLP, Maxout) or block (Transformer): the partition of the network cut "
             "after it. Level sets go on the last panel (the whole network).",
         ),
@@ -81,6 +133,7 @@ def plot(
         bool,
         typer.Option(
             "--sampled",
+            metavar="",
             help="Draw from a grid of sampled codes even where the exact partition is possible. Without it the "
             "picture is exact where the plane engine can split the network and sampled (said in the title) "
             "where boundaries are curved or there are more than --max-regions regions.",
@@ -88,20 +141,29 @@ def plot(
     ] = False,
     grid: Annotated[
         int | None,
-        typer.Option(help="Force a sampled picture on an R x R grid (default for sampled pictures: 400)."),
+        typer.Option(
+            callback=at_least(2, 4000),
+            help="Force a sampled picture on an R x R grid (default for sampled pictures: 400).",
+        ),
     ] = None,
     linear: Annotated[
         bool,
         typer.Option(
             "--linear",
+            metavar="",
             help="Colour linear regions (neighbours with equal affine maps merged) instead of activation "
             "regions; needs an exact partition of a piecewise-linear network.",
         ),
     ] = False,
     max_regions: Annotated[
-        int, typer.Option(help="Exact partitions above this many regions are drawn from samples instead.")
+        int,
+        typer.Option(
+            "--region-cap",
+            callback=at_least(1),
+            help="Exact partitions above this many regions are drawn from samples instead.",
+        ),
     ] = 200_000,
-    dpi: Annotated[int, typer.Option(help="Resolution of .png output (dots per inch).")] = 150,
+    dpi: DpiOpt = 150,
     stats: Annotated[
         Path | None,
         typer.Option(help="Also write histograms of region areas and vertices per region (.png/.svg/.pdf)."),
@@ -123,6 +185,8 @@ def plot(
     section_axis: Annotated[
         int | None, typer.Option(help="Input (1-based) held fixed in each cross-section (default: the last).")
     ] = None,
+    memory_cap: MemoryCapOpt = 4.0,
+    activation: ActivationOpt = "relu",
 ):
     """Draw the regions of a model on a 2D box or slice: neighbours never share a colour, boundaries drawn.
 
@@ -133,16 +197,8 @@ def plot(
     extra_fmt = {k: _image_format(p, f"--{k}") for k, p in extra.items() if p is not None}
     if graphml is not None and graphml.suffix.lower() != ".graphml":
         fail(f"--graphml must end in .graphml, got {graphml}", 2)
-    if box[0] >= box[1]:
-        fail(f"LO must be below HI, got LO={box[0]:g}, HI={box[1]:g}", 2)
-    if levels < 0:
-        fail(f"--levels must be at least 0, got {levels}", 2)
-    if grid is not None and grid < 2:
-        fail(f"--grid must be at least 2, got {grid}", 2)
-    if dpi < 10:
-        fail(f"--dpi must be at least 10, got {dpi}", 2)
-    if max_regions < 1:
-        fail(f"--max-regions must be positive, got {max_regions}", 2)
+    if levels < 0 or levels > 1000:
+        fail(f"Invalid value for '--levels': must be an integer from 0 to 1,000, got {levels}", 2)
     need_exact = bool(extra_fmt) or graphml is not None
     if decision and (need_exact or sampled or grid is not None or linear or layers or levels or zero):
         fail(
@@ -152,6 +208,20 @@ def plot(
         )
     if need_exact and (sampled or grid is not None):
         fail("--stats, --graph and --graphml need the exact partition: drop --sampled/--grid", 2)
+    if linear and (sampled or grid is not None):
+        fail("--linear needs the exact partition: drop --sampled/--grid", 2)
+    sidecar = guarded(
+        lambda: _check_files(model, {"--out": out, "--stats": stats, "--graph": graph, "--graphml": graphml})
+    )
+    from regioncount._count import PLANE_BYTES_PER_REGION
+
+    guarded(
+        lambda: checks.refuse_over_cap(
+            max_regions * PLANE_BYTES_PER_REGION,
+            memory_cap,
+            f"an exact partition of --region-cap {max_regions:,} regions",
+        )
+    )
 
     def _sections(net):
         from regioncount._errors import CurvedBoundaryError, MemoryCapError
@@ -195,7 +265,6 @@ def plot(
             figure_region_graph,
             figure_region_stats,
             figure_regions,
-            region_source,
         )
 
         net = load_network(model)
@@ -221,6 +290,18 @@ def plot(
             names = [p.stem for p in through] if through is not None else None
             fig, info = figure_decision(net, dom, points=points, point_names=names, max_regions=max_regions)
             return info, {out: figure_bytes(fig, fmt, dpi)}, None
+        part = None
+        if need_exact:  # refuse before drawing anything
+            from regioncount._errors import CurvedBoundaryError, MemoryCapError
+            from regioncount.engines._plane import partition_plane
+
+            try:
+                part = partition_plane(net, dom, max_regions=max_regions)
+            except (CurvedBoundaryError, MemoryCapError) as e:
+                raise RegionCountError(
+                    "--stats, --graph and --graphml need the exact partition, and this one can only be sampled "
+                    f"({_no_method_advice(str(e))})"
+                ) from None
         fig, info = figure_regions(
             net,
             dom,
@@ -233,14 +314,7 @@ def plot(
             max_regions=max_regions,
         )
         files = {out: figure_bytes(fig, fmt, dpi)}
-        part = None
         if need_exact:
-            src = region_source(net, dom, max_regions=max_regions)
-            if not src.exact:
-                raise RegionCountError(
-                    f"--stats, --graph and --graphml need the exact partition, and this one is sampled ({src.reason})"
-                )
-            part = src.partition
             if stats is not None:
                 f, info["stats"] = figure_region_stats(part)
                 files[stats] = figure_bytes(f, extra_fmt["stats"], dpi)
@@ -251,21 +325,33 @@ def plot(
 
     info, files, part = guarded(run)
     info = {"model": str(model), "figure": str(out), "format": fmt, **info}
+    for entry in (info, *info.get("panels", ())):
+        if entry.get("why_sampled"):
+            entry["why_sampled"] = _no_method_advice(entry["why_sampled"])
+    info.update(domain_box=list(box), grid=grid, version=checks.tool_version())
     if graphml is not None:
-        try:
-            part.write_graphml(graphml)  # whole or not at all
-        except (ValueError, OSError) as e:
-            fail(f"--graphml: {e}")
+        files[graphml] = guarded(lambda: _graphml_bytes(part))
         info["graphml"] = str(graphml)
     for key, path in (("stats_figure", stats), ("graph_figure", graph)):
         if path is not None:
             info[key] = str(path)
-    for path, data in files.items():
-        write_atomic(path, data)
-    sidecar = out.with_suffix(".json")
-    write_atomic(sidecar, dump_json(info) + "\n")
-    written = [str(p) for p in files] + ([str(graphml)] if graphml is not None else []) + [str(sidecar)]
-    print(f"wrote {', '.join(written)}")
+    files[sidecar] = dump_json(info) + "\n"
+    write_files(files)  # every file or none
+    print(f"wrote {', '.join(str(p) for p in files)}")
+
+
+def _graphml_bytes(part) -> bytes:
+    import io
+
+    import networkx as nx
+
+    try:
+        G = part.to_networkx()
+    except ValueError as e:
+        raise checks.LimitError(f"--graphml: {e}") from None
+    buf = io.BytesIO()
+    nx.write_graphml(G, buf)
+    return buf.getvalue()
 
 
 def plot_line(
@@ -281,27 +367,35 @@ def plot_line(
         str | None, typer.Option("--to", help="Segment end B, comma-separated (default: HI in every input).")
     ] = None,
     box: Annotated[
-        tuple[float, float], typer.Option(help="LO HI: without --from/--to, draw along the diagonal of [LO, HI]^q.")
+        tuple[float, float],
+        typer.Option(
+            metavar="LO HI",
+            callback=box_callback,
+            help="LO HI: without --from/--to, draw along the diagonal of [LO, HI]^q.",
+        ),
     ] = (-1.0, 1.0),
-    output: Annotated[int, typer.Option(help="Which network output to draw.")] = 0,
-    dpi: Annotated[int, typer.Option(help="Resolution of .png output (dots per inch).")] = 150,
+    output: Annotated[int, typer.Option(callback=at_least(0), help="Which network output to draw.")] = 0,
+    dpi: DpiOpt = 150,
+    memory_cap: MemoryCapOpt = 4.0,
+    activation: ActivationOpt = "relu",
 ):
     """Draw a model's output along a segment x = A + t (B - A): exact pieces (line engine), each coloured, every breakpoint marked.
 
     Filled dots: the output's slope (or polynomial) changes there; hollow dots: only the activation code does. ReLU attention gives spline pieces, labelled so, never linear regions.
     """  # noqa: E501  (one line per paragraph: --help rewraps it)
     fmt = _image_format(out, "--out")
-    if box[0] >= box[1]:
-        fail(f"LO must be below HI, got LO={box[0]:g}, HI={box[1]:g}", 2)
     if (start is None) != (end is None):
         fail("give both --from and --to, or neither (the box diagonal)", 2)
-    if dpi < 10:
-        fail(f"--dpi must be at least 10, got {dpi}", 2)
+    if start is not None and checks.explicit("box"):
+        fail("--box does not apply here: it sets the diagonal drawn without --from/--to", 2)
+    sidecar = guarded(lambda: _check_files(model, {"--out": out}))
 
     def run():
         from regioncount.plotting import figure_bytes, figure_line
 
         net = load_network(model)
+        if output >= net.output_dim:
+            raise checks.UsageError(f"--output must be below the model's {net.output_dim} outputs, got {output}")
         if start is None:
             seg = Segment([box[0]] * net.input_dim, [box[1]] * net.input_dim)
         else:
@@ -310,8 +404,6 @@ def plot_line(
         return info, figure_bytes(fig, fmt, dpi)
 
     info, data = guarded(run)
-    info = {"model": str(model), "figure": str(out), "format": fmt, **info}
-    write_atomic(out, data)
-    sidecar = out.with_suffix(".json")
-    write_atomic(sidecar, dump_json(info) + "\n")
+    info = {"model": str(model), "figure": str(out), "format": fmt, **info, "version": checks.tool_version()}
+    write_files({out: data, sidecar: dump_json(info) + "\n"})  # both or neither
     print(f"wrote {out}, {sidecar}")

@@ -60,6 +60,7 @@ from .._errors import (
     MemoryCapError,
     NotPiecewiseError,
 )
+from .._memory import check_rss
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._partition import Partition
@@ -603,6 +604,7 @@ class _Engine:
         return base
 
     def cap_check(self, n_current: int):
+        check_rss()  # measured, where the store is about to grow
         if self.max_regions is not None and self.finished + self.pending + n_current > self.max_regions:
             raise MemoryCapError(
                 f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "

@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from ._output import figure_bytes, new_figure
 
+#: Series that hold measured counts (and the bound); their range sets the y axis.
+MEASURED = (
+    "bound",
+    "constructed",
+    "compact",
+    "random_sample_mean",
+    "random_chao1_mean",
+    "random_line_mean",
+    "relu_attention_mean",
+)
+
 
 def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", dpi: int = 150) -> bytes:
     """Render scan rows (see ``regioncount._scan``) and return the image bytes in ``fmt``."""
@@ -25,9 +36,7 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
     x, y = series("compact")
     if x:
         ax.plot(x, y, "s", color="tab:green", label="constructed, compact layout (exact)")
-    x, y = series("compact_formula")
-    if x:
-        ax.plot(x, y, ":", color="tab:green", label="compact construction formula")
+    formula = series("compact_formula")
     x, y = series("random_sample_mean")
     if x:
         err = [r["random_sample_std"] or 0 for r in rows if r.get("random_sample_mean") is not None]
@@ -36,7 +45,7 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
         )
     x, y = series("random_chao1_mean")
     if x:
-        ax.plot(x, y, "^--", color="tab:orange", alpha=0.5, label="random hardmax, Chao1 estimate")
+        ax.plot(x, y, "x--", color="tab:brown", label="random hardmax, Chao1 estimate (from the sampled counts)")
     x, y = series("random_line_mean")
     if x:
         ax.plot(x, y, "v-", color="tab:red", label="random hardmax, exact pieces on the diagonal")
@@ -44,6 +53,29 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
     if x:
         ax.plot(x, y, "d-", color="tab:purple", label="random ReLU attention, sampled spline pieces (lower bound)")
     ax.set_yscale("log")
+    # The compact formula grows like a power of D and would squeeze the measured series into the bottom of
+    # the log axis: draw it only inside the measured range and say where it leaves.
+    measured = [v for key in MEASURED for r in rows if isinstance(v := r.get(key), (int, float)) and v > 0]
+    if measured:
+        lo, hi = min(measured) / 2, max(measured) * 3
+        ax.set_ylim(lo, hi)
+        x, y = formula
+        inside = [(d, v) for d, v in zip(x, y) if v <= hi]
+        if inside:
+            ax.plot(*zip(*inside), ":", color="tab:green", label="compact construction formula")
+        beyond = [(d, v) for d, v in zip(x, y) if v > hi]
+        if beyond:
+            d, v = beyond[-1]
+            ax.text(
+                0.99,
+                0.02,
+                f"compact formula above the axis from D = {beyond[0][0]} (D = {d}: {v:.2g})",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="tab:green",
+            )
     ax.set_xlabel("depth D (blocks)")
     ax.set_ylabel("count")
     ax.set_xticks(D)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.ticker import MaxNLocator
 
 from .._errors import RegionCountError
 from ..results._partition import Partition
@@ -54,10 +55,11 @@ def figure_region_stats(part: Partition, *, title: str | None = None):
     ax1.legend(fontsize=7.5, frameon=False)
     edges = np.arange(nv.min(), nv.max() + 2) - 0.5
     ax2.hist(nv, bins=edges, color=palette(6)[5], edgecolor="#2b2b2b", linewidth=0.5)
-    ax2.set_xticks(np.arange(nv.min(), nv.max() + 1))
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))  # vertex counts are integers
     ax2.set_xlabel("vertices per region")
     ax2.set_ylabel("regions")
     for ax in (ax1, ax2):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # so are region counts
         ax.tick_params(labelsize=8)
         ax.grid(True, axis="y", alpha=0.25)
     fig.suptitle(

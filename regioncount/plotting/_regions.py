@@ -36,6 +36,28 @@ _BATCH = 1 << 16
 
 _EDGE = "#333333"
 _LEVEL = "#0b2a66"
+
+
+def _level_cmap():
+    """Level sets are coloured by their value of output 0 (read off the colour bar): viridis without its
+    lightest quarter, so every level stays visible on pastel fills."""
+    import matplotlib
+    from matplotlib.colors import ListedColormap
+
+    return ListedColormap(matplotlib.colormaps["viridis"](np.linspace(0.0, 0.75, 256)), name="levels")
+
+
+def _level_norm(levels):
+    """Colour norm over the level values (a flat range widened so a single level still has a colour)."""
+    import matplotlib.colors as mcolors
+
+    lv = np.asarray(levels, dtype=np.float64)
+    lo, hi = float(lv.min()), float(lv.max())
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    return mcolors.Normalize(lo, hi)
+
+
 _ZERO = "#c8102e"
 
 
@@ -400,12 +422,16 @@ def draw_partition(
         outlines = shared_edges(part, E[lab[E[:, 0]] != lab[E[:, 1]]])
         ax.add_collection(LineCollection(list(outlines), colors=_EDGE, linewidths=max(lw, 0.3) * 1.6))
     if len(levels) and part.maps.shape[1]:
-        segs = [s for v in levels for s in level_segments(part, float(v))]
-        ax.add_collection(LineCollection(segs, colors=_LEVEL, linewidths=1.2))
+        norm, cmap = _level_norm(levels), _level_cmap()
+        by_level = [(float(v), level_segments(part, float(v))) for v in levels]
+        segs = [s for _, ss in by_level for s in ss]
+        cols = [cmap(norm(v)) for v, ss in by_level for _ in ss]
+        ax.add_collection(LineCollection(segs, colors=cols, linewidths=1.2))
     if zero and part.maps.shape[1]:
-        zero_segs = level_segments(part, 0.0)
-        ax.add_collection(LineCollection(list(zero_segs), colors=_ZERO, linewidths=2.2))
-        info["zero_set_segments"] = int(len(zero_segs))
+        segs = level_segments(part, 0.0)
+        ax.add_collection(LineCollection(list(segs), colors=_ZERO, linewidths=2.2))
+        info["zero_set_segments"] = int(len(segs))
+    info["zero_set_drawn"] = bool(info.get("zero_set_segments"))
     _frame_axes(ax, part.domain)
     return info
 
@@ -433,10 +459,12 @@ def draw_sampled(
     a2 = lo[1] + (np.arange(image.grid) + 0.5) * (hi[1] - lo[1]) / image.grid
     out = image.output
     if len(levels):
-        ax.contour(a1, a2, out, levels=np.sort(np.asarray(levels)), colors=_LEVEL, linewidths=1.2, linestyles="solid")
-    info: dict = {"colours": ncol}
+        lv = np.sort(np.asarray(levels))
+        ax.contour(a1, a2, out, levels=lv, cmap=_level_cmap(), norm=_level_norm(lv), linewidths=1.2, linestyles="solid")
+    info: dict = {"colours": ncol, "zero_set_drawn": False}
     if zero and out.min() < 0 < out.max():
         ax.contour(a1, a2, out, levels=[0.0], colors=_ZERO, linewidths=2.2, linestyles="solid")
+        info["zero_set_drawn"] = True
     _frame_axes(ax, image.domain)
     return info
 
@@ -587,10 +615,19 @@ def draw_cells(ax, cells, *, linear: bool = False, colours: np.ndarray | None = 
     return {"colours": ncol, "boundary_pieces": len(lines), "trapezoids": cells.n_traps}
 
 
-def _level_legend(fig, levels, zero: bool) -> None:
+def _level_legend(fig, levels, zero: bool, axes=None) -> None:
+    """The legend of the level sets and of the zero set (only when one was drawn), and a colour bar giving
+    the value of output 0 on each level set (beside ``axes``)."""
     handles = []
     if len(levels):
         handles.append(Line2D([], [], color=_LEVEL, lw=1.2, label=f"{len(levels)} level sets of output 0"))
+        from matplotlib.cm import ScalarMappable
+
+        sm = ScalarMappable(norm=_level_norm(levels), cmap=_level_cmap())
+        bar = fig.colorbar(sm, ax=axes if axes is not None else fig.axes, shrink=0.8, pad=0.02)
+        bar.set_ticks(np.asarray(levels, dtype=np.float64))
+        bar.ax.tick_params(labelsize=7)
+        bar.set_label("output 0 on the level sets", fontsize=8)
     if zero:
         handles.append(Line2D([], [], color=_ZERO, lw=2.2, label="zero set of output 0 (decision boundary)"))
     if handles:
@@ -715,14 +752,15 @@ def figure_regions(
             axes[i].title.set_fontsize(8.5)
     for ax in axes[k:]:
         ax.set_visible(False)
-    _level_legend(fig, values, zero)
+    zero_drawn = bool(zero and panels[-1].get("zero_set_drawn"))
+    _level_legend(fig, values, zero_drawn, axes=axes[k - 1])
     if title:
         fig.suptitle(title, fontsize=11)
     info = dict(panels[-1])
     info.pop("panel")
     info.update(_domain_info(domain))
     info["levels"] = values.tolist()
-    info["zero_set"] = bool(zero)
+    info["zero_set"] = zero_drawn  # False where asked for but output 0 has no zero on the domain
     if layers:
         info["panels"] = panels
     return fig, info
@@ -776,7 +814,7 @@ def figure_compiled(net: Maxout, lo, hi, *, layout: str = "compact", levels: int
         f"{pt.n_regions:,} activation regions" + ("" if identical else " (partitions differ)"),
         fontsize=10,
     )
-    _level_legend(fig, values, False)
+    _level_legend(fig, values, False, axes=[ax1, ax2])
     if title:
         fig.suptitle(title, fontsize=11)
     info = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from math import comb, prod
 
@@ -243,3 +244,42 @@ BOUNDS: dict[str, BoundSpec] = {
         ),
     )
 }
+
+
+def _log10_arrangement(n: int, d: int, parallel: int = 1) -> float:
+    """An upper bound on log10 of :func:`_arrangement`: (d + 1) terms, each at most (n * parallel)^min(d, n)."""
+    n, d, parallel = max(int(n), 1), max(int(d), 0), max(int(parallel), 1)
+    return math.log10(d + 1) + min(d, n) * math.log10(max(2, n * parallel))
+
+
+def estimate_size(name: str, **options) -> tuple[float, int]:
+    """``(log10 upper bound of the value, arithmetic steps)`` of bound ``name`` from its options, computed
+    in floats without evaluating the bound, so a CLI can refuse a request whose value would have millions
+    of digits or whose evaluation would run for minutes. Options missing or malformed raise ValueError or
+    TypeError (the bound itself then reports them)."""
+    spec = BOUNDS[name]
+    o: dict = {p: options.get(p) for p in spec.params}
+    if name == "transformer_maxout_lower":  # maxout_lower with floor(D/3) equal layers of width mT, k = T
+        m, T, q, D = (max(int(o[p]), 1) for p in ("m", "T", "q", "D"))
+        L, n, k = max(D // 3, 1), m * T, max(T, 2)
+        digits = (L - 1) * q * math.log10((n // q) * (k - 1) + 2) + _log10_arrangement(n, q, k - 1)
+        return digits, L + q + 1
+    if name == "zaslavsky":
+        return _log10_arrangement(o["n"], o["n0"]), max(int(o["n0"]), 0) + 1
+    else:
+        widths, n0 = [int(w) for w in o["widths"]], max(int(o["n0"]), 1)
+        k = max(int(o.get("k") or 2), 2)
+    widths = [max(w, 1) for w in widths] or [1]
+    L = len(widths)
+    if name in ("relu_lower_montufar", "relu_lower_serra", "maxout_lower", "transformer_maxout_lower"):
+        per = (k - 1) if name in ("maxout_lower", "transformer_maxout_lower") else 1
+        digits = sum(n0 * math.log10((n // n0) * per + 2) for n in widths[:-1])
+        return digits + _log10_arrangement(widths[-1], n0, k - 1 if per > 1 else 1), L + n0 + 1
+    if name == "relu_upper_serra":
+        return sum(_log10_arrangement(n, n0) for n in widths), sum((n0 + 1) * (min(n0, n) + 1) for n in widths)
+    if name == "maxout_upper_mrz":
+        return sum(_log10_arrangement(n, n0, k - 1) for n in widths), sum(min(n0, n) + 1 for n in widths)
+    if name == "maxout_upper_serra":
+        c = k * (k - 1) // 2
+        return sum(_log10_arrangement(c * n, n0) for n in widths), sum(min(n0, n) + 1 for n in widths)
+    raise ValueError(f"no size estimate for bound {name!r}")

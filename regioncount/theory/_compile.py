@@ -244,3 +244,43 @@ def bound_attaining_transformer(m: int, T: int, q: int, D: int, layout: str = "p
         "maxout": net,
     }
     return tf, info
+
+
+def compiled_nbytes(widths, q: int, k: int, layout: str = "paper", depth: int | None = None) -> int:
+    """Bytes of the float64 arrays of ``compile_maxout`` applied to a Maxout network with these widths, input
+    dimension ``q``, rank ``k`` and one output (padded with identity blocks to ``depth`` blocks when given),
+    from the shapes alone: a build can be refused before it allocates anything."""
+    ws = [int(w) for w in widths]
+    Z = max(ws)
+    X = q if layout == "compact" else max(q, Z)
+    d = X + k + 1 + 2 * Z
+
+    def ffn(rows: int) -> int:  # W1 (rows, d), b1 (rows), W2 (d, rows), b2 (d)
+        return 2 * rows * d + rows + d
+
+    def heads(n: int) -> int:  # Wq, Wk, Wv (n, d, 1), Wo (n, 1, d)
+        return 4 * n * d
+
+    floats, blocks = 0, 0
+    if layout == "paper":
+        n_prev = q
+        for n in ws:
+            floats += ffn(k * n) + (heads(n) + d) + ffn(n_prev + 3 * n)
+            blocks += 3
+            n_prev = n
+    else:
+        floats += ffn(k * ws[0])
+        blocks += 1
+        for l, n in enumerate(ws):
+            floats += heads(n) + (ffn(2 * n + k * ws[l + 1]) if l + 1 < len(ws) else d)
+            blocks += 1
+    if depth is not None and depth > blocks:
+        floats += (depth - blocks) * d  # identity blocks: b2 only
+    floats += d * q + k * d + d + 1  # E, P, readout_W (1, d), readout_b
+    return 8 * floats
+
+
+def bound_attaining_nbytes(m: int, T: int, q: int, D: int, layout: str = "paper") -> int:
+    """Bytes of the arrays of :func:`bound_attaining_transformer` ``(m, T, q, D, layout)``, from the shapes."""
+    L = max(int(D) // 3, 1)
+    return compiled_nbytes((int(m) * int(T),) * L, int(q), int(T), layout, int(D) if layout == "paper" else None)

@@ -41,6 +41,8 @@ def count_regions(
     seed: int = 0,
     memory_cap: int | None = None,
     progress=None,
+    tiles=None,
+    client=None,
 ) -> dict:
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
@@ -49,10 +51,19 @@ def count_regions(
     :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, or
     the line engine on a 1D box / segment. Always present: ``regions``, ``linear_regions`` (None where not
     computed), ``method``, ``exact``, ``seconds``, ``kind``.
+
+    ``tiles`` (exact 2D only): N or ``(rows, cols)``; the domain is split into that many rectangles, each
+    partitioned on its own (the memory cap then bounds one tile), and the cells continuing across borders
+    merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
+    runs the tiles, or the chunks of a sampled count, as tasks on its cluster.
     """
     if method not in METHODS:
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     kind = region_kind(net)
+    if tiles is not None and not (method == "exact" and (isinstance(domain, Slice) or domain.dim == 2)):
+        raise RegionCountError(
+            "tiles split a 2D domain for an exact count: use them with --method exact on a 2D box or slice"
+        )
     t0 = time.perf_counter()
     if method == "sample":
         from .engines._sample import DEFAULT_MEMORY_CAP, count_sampled
@@ -68,6 +79,7 @@ def count_regions(
             seed=seed,
             memory_cap=memory_cap or DEFAULT_MEMORY_CAP,
             progress=progress,
+            client=client,
         )
         out = res.as_dict()
         out.pop("exact")
@@ -93,14 +105,23 @@ def count_regions(
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
             max_regions = max(1, cap // PLANE_BYTES_PER_REGION)
+            what = "exact partition" if tiles is None else "partition of a tile"
             try:
-                part = partition_plane(net, domain, progress=progress, max_regions=max_regions)
+                if tiles is None:
+                    part = partition_plane(net, domain, progress=progress, max_regions=max_regions)
+                    out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
+                else:
+                    from .engines._tiles import count_tiled
+
+                    out = count_tiled(
+                        net, domain, tiles, client=client, max_regions=max_regions, progress=progress
+                    ).as_dict()
             except MemoryCapError:
                 raise MemoryCapError(
-                    f"the exact partition passed {max_regions:,} regions, about what fits in the "
-                    f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
+                    f"the {what} passed {max_regions:,} regions, about what fits in the "
+                    f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, use more --tiles, shrink the domain, "
+                    "or use --method sample"
                 ) from None
-            out = {"regions": int(part.n_regions), "linear_regions": int(part.linear_regions())}
         else:
             raise RegionCountError(
                 f"exact counting needs a 1D or 2D domain but the box is {domain.dim}D: give a 2D slice "

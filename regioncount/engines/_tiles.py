@@ -237,7 +237,7 @@ def _shared_segments(a: tuple, b: tuple, eps: float):
     x0, x1 = x0[keep], x1[keep]
     mid = (x0 + x1) / 2
     out = []
-    for p, lo, hi in ((pa, la, ha), (pb, lb, hb)):
+    for lo, hi in ((la, ha), (lb, hb)):
         o = np.argsort(lo, kind="stable")
         k = np.searchsorted(lo[o], mid, side="right") - 1
         k = np.clip(k, 0, o.size - 1)

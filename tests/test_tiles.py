@@ -212,3 +212,31 @@ def test_dask_equals_in_process(untiled):
             fields = ("regions", "samples", "f1", "f2", "chao1", "ties")
             assert [getattr(b, f) for f in fields] == [getattr(a, f) for f in fields]
             assert a.regions <= regions
+
+
+def test_cli_tiles(capsys, tmp_path):
+    """``count --method exact --tiles N`` prints the untiled numbers; bad combinations are one stderr line."""
+    import json
+
+    from regioncount._io import save_model
+    from regioncount_cli.main import main
+
+    path = tmp_path / "m.npz"
+    save_model(random_mlp(2, [8, 8], seed=1), path)
+    assert main(["count", str(path), "--json"]) == 0
+    ref = json.loads(capsys.readouterr().out)
+    for tiles, grid in (("9", [3, 3]), ("2x3", [2, 3])):
+        assert main(["count", str(path), "--method", "exact", "--tiles", tiles, "--json"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        assert (res["regions"], res["linear_regions"], res["tiles"]) == (ref["regions"], ref["linear_regions"], grid)
+    for argv in (
+        ["--tiles", "0"],
+        ["--tiles", "2y3"],
+        ["--tiles", "4", "--method", "sample"],
+        ["--workers", "2"],
+        ["--tiles", "4", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
+        ["--tiles", "4", "--box", "-1", "1", "--from", "0,0", "--to", "1,1"],
+    ):
+        assert main(["count", str(path), *argv]) != 0
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("regioncount: error: ") and err.count("\n") == 1, argv

@@ -14,6 +14,7 @@ from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
 
+from ._cluster import SchedulerOpt, TilesOpt, WorkersOpt, check_cluster_options, cluster, parse_tiles
 from ._common import (
     Dir1Opt,
     Dir2Opt,
@@ -90,12 +91,17 @@ def count(
     out: Annotated[
         Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
     ] = None,
+    tiles: TilesOpt = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
 ):
     """Count the regions of a model on a box, a 2D slice or a segment."""
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}", 2)
     if grid is not None and samples is not None:
         fail("give --grid or --samples, not both", 2)
+    n_tiles = parse_tiles(tiles)
+    check_cluster_options(method, n_tiles, workers, scheduler)
 
     def run():
         net = load_model(model)
@@ -109,7 +115,7 @@ def count(
             parse_vector(start, "--from"),
             parse_vector(end, "--to"),
         )
-        with LazyProgress(f"counting ({method})") as bar:
+        with cluster(workers, scheduler) as client, LazyProgress(f"counting ({method})") as bar:
             return count_regions(
                 net,
                 dom,
@@ -119,6 +125,8 @@ def count(
                 seed=seed,
                 memory_cap=int(memory_cap * 2**30),
                 progress=bar,
+                tiles=n_tiles,
+                client=client,
             )
 
     res = guarded(run)
@@ -145,6 +153,8 @@ def count(
                 if isinstance(v, float) and key == "chao1"
                 else (f"{v:.6f}" if isinstance(v, float) else f"{v:,}"),
             )
+    if "tiles" in res:
+        table.add_row("tiles (pieces merged)", f"{res['tiles'][0]} x {res['tiles'][1]} ({res['pieces']:,})")
     table.add_row("method", res["method"])
     table.add_row("seconds", f"{res['seconds']:.2f}")
     stdout.print(table)

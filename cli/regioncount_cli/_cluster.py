@@ -1,0 +1,68 @@
+"""CLI pieces for tiled exact counts and Dask clusters: the --tiles/--workers/--scheduler options."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated
+
+import typer
+
+from ._common import fail
+
+TilesOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="exact 2D: split the domain into N rectangles (N = k*k gives k x k; or ROWSxCOLS, e.g. 2x3), "
+        "partition each on its own and merge the regions that continue across tile borders: the same counts, "
+        "with the memory cap bounding one tile."
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Run the tiles (or a sampled count's chunks of points) on a local Dask cluster of this many "
+        "single-threaded worker processes. Needs dask[distributed]."
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Run the tiles (or a sampled count's chunks) on the running Dask scheduler at this address "
+        "(e.g. tcp://host:8786). Needs dask[distributed]."
+    ),
+]
+
+
+def parse_tiles(text: str | None):
+    """``"9"`` -> 9, ``"2x3"`` -> ``(2, 3)``, None -> None; anything else is a one-line usage error."""
+    if text is None:
+        return None
+    parts = text.lower().replace(" ", "").split("x")
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        fail(f"--tiles must be N or ROWSxCOLS, got {text!r}", 2)
+    if len(vals) > 2 or min(vals) < 1:
+        fail(f"--tiles must be N or ROWSxCOLS with positive integers, got {text!r}", 2)
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def check_cluster_options(method: str, tiles, workers: int | None, scheduler: str | None):
+    """One-line usage errors for option combinations that cannot run."""
+    if workers is not None and scheduler is not None:
+        fail("give --workers or --scheduler, not both", 2)
+    if workers is not None and workers < 1:
+        fail(f"--workers must be at least 1, got {workers}", 2)
+    if tiles is not None and method != "exact":
+        fail("--tiles splits an exact count: use it with --method exact", 2)
+    if (workers is not None or scheduler is not None) and tiles is None and method != "sample":
+        fail("--workers and --scheduler run --tiles of an exact count or the chunks of --method sample", 2)
+
+
+def cluster(workers: int | None, scheduler: str | None):
+    """A Dask client for the options (a context manager), or a context holding None when neither is given."""
+    if workers is None and scheduler is None:
+        return contextlib.nullcontext(None)
+    from regioncount.engines._distributed import dask_client
+
+    return dask_client(workers=workers, scheduler=scheduler)

@@ -1,0 +1,174 @@
+"""The cost curve of exact 2D counts from 10^4 to 10^7 regions, whole and by tiles, and the speed-up of
+tiles on 1 and 2 Dask workers (issue 10).
+
+Networks: one ReLU layer of ``n`` units with PyTorch's default init (``random_mlp(2, [n], init="torch")``)
+on [-2, 2]^2, whose region count grows like n^2 (n = 180 -> ~10^4, 1800 -> ~10^6, 5700 -> ~10^7). Each
+measurement runs in a fresh process, so its peak RSS is its own: regions, linear regions, wall seconds,
+regions/s, peak RSS and its growth over the process before counting, bytes per region (that growth over
+the regions). With Dask workers the peak is the largest worker's (``client.run``), plus the client's.
+
+    python benchmarks/scale.py                  # the curve (10^4..10^6 whole, 10^4..10^7 by 16 tiles) + speed-up
+    python benchmarks/scale.py --quick          # 10^4 and 10^5 only, speed-up at 10^5
+    python benchmarks/scale.py --sizes 1800 --tiles 16 --workers 2    # one measurement
+    python benchmarks/scale.py --plot out.json  # redraw the figure from a saved run
+
+Writes the rows as JSON lines to ``--json-out`` and the figure to ``--figure``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+from _machine import machine
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WIDTHS = {"1e4": 180, "1e5": 570, "1e6": 1800, "1e7": 5700}
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 0) -> dict:
+    """One count in this process (meant to run in a fresh one)."""
+    from regioncount import random_mlp
+    from regioncount._domain import Box
+    from regioncount.engines._plane import partition_plane
+    from regioncount.engines._tiles import count_tiled
+
+    net = random_mlp(2, [width], seed=seed, init="torch")
+    box = Box(-2.0, 2.0, 2)
+    row = {"width": width, "tiles": tiles, "workers": workers}
+    if workers:
+        from regioncount.engines._distributed import dask_client
+
+        t_start = time.perf_counter()
+        with dask_client(workers=workers) as client:
+            # workers up and the library imported in each before the clock starts
+            client.run(lambda: __import__("regioncount.engines._tiles"))
+            row["cluster_start_s"] = round(time.perf_counter() - t_start, 2)
+            base_w = max(client.run(_rss_mb).values())
+            base = _rss_mb()
+            t0 = time.perf_counter()
+            res = count_tiled(net, box, tiles, client=client)
+            wall = time.perf_counter() - t0
+            peak_w = max(client.run(_rss_mb).values())
+        peak = _rss_mb()
+        row.update(peak_worker_rss_mb=round(peak_w, 1), growth_mb=round(peak - base + peak_w - base_w, 1))
+        regions, linear = res.regions, res.linear_regions
+        row["pieces"] = res.pieces
+    else:
+        base = _rss_mb()
+        t0 = time.perf_counter()
+        if tiles:
+            res = count_tiled(net, box, tiles)
+            regions, linear = res.regions, res.linear_regions
+            row["pieces"] = res.pieces
+        else:
+            part = partition_plane(net, box)
+            regions, linear = part.n_regions, part.linear_regions()
+            row["partition_mb"] = round(part.nbytes / 2**20, 1)
+        wall = time.perf_counter() - t0
+        peak = _rss_mb()
+        row["growth_mb"] = round(peak - base, 1)
+    row.update(
+        regions=regions,
+        linear_regions=linear,
+        seconds=round(wall, 2),
+        regions_per_s=round(regions / wall),
+        peak_rss_mb=round(peak, 1),
+        bytes_per_region=round(row["growth_mb"] * 2**20 / regions),
+        loadavg=[round(x, 2) for x in os.getloadavg()],
+    )
+    return row
+
+
+def run_child(width: int, tiles: int | None, workers: int | None) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(width), str(tiles or 0), str(workers or 0)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=HERE)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def plot(rows: list[dict], path: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for label, sel, mk in (
+        ("whole domain", lambda r: not r["tiles"], "o-"),
+        ("16 tiles, one after the other", lambda r: r["tiles"] and not r["workers"], "s-"),
+    ):
+        pts = sorted((r["regions"], r) for r in rows if sel(r))
+        if not pts:
+            continue
+        x = [p[0] for p in pts]
+        a.plot(x, [p[1]["regions_per_s"] for p in pts], mk, label=label)
+        b.plot(x, [p[1]["peak_rss_mb"] for p in pts], mk, label=f"{label}: peak RSS (MB)")
+        b.plot(x, [p[1]["bytes_per_region"] for p in pts], mk.replace("-", "--"), label=f"{label}: bytes/region")
+    for ax in (a, b):
+        ax.set_xscale("log")
+        ax.set_xlabel("regions")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    a.set_ylabel("regions per second")
+    a.set_title("exact 2D count speed, 2-core shared machine")
+    b.set_yscale("log")
+    b.set_title("memory")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", nargs=3, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", type=int, nargs="*", help="layer widths to run (default: the curve)")
+    ap.add_argument("--tiles", type=int, default=None, help="with --sizes: tiles (default: whole domain)")
+    ap.add_argument("--workers", type=int, default=None, help="with --sizes: Dask workers")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-1e7", action="store_true", help="skip the 10^7-region run (minutes)")
+    ap.add_argument("--json-out", default=os.path.join(HERE, "scale.json"))
+    ap.add_argument("--figure", default=os.path.join(HERE, "scale.png"))
+    ap.add_argument("--plot", help="redraw the figure from a saved --json-out file and exit")
+    args = ap.parse_args()
+    if args.child:
+        w, t, k = args.child
+        print(json.dumps(measure_one(w, t or None, k or None)))
+        return
+    if args.plot:
+        with open(args.plot) as f:
+            rows = [json.loads(line) for line in f if line.strip() and '"width"' in line]
+        plot(rows, args.figure)
+        return
+    if args.sizes:
+        plan = [(w, args.tiles, args.workers) for w in args.sizes]
+    elif args.quick:
+        plan = [(w, t, None) for w in (180, 570) for t in (None, 16)] + [(570, 16, 1), (570, 16, 2)]
+    else:
+        plan = [(w, t, None) for w in (180, 570, 1800) for t in (None, 16)]
+        plan += [(1800, 16, 1), (1800, 16, 2)]
+        if not args.no_1e7:
+            plan.append((5700, 16, None))
+    print(json.dumps({"machine": machine()}))
+    rows = []
+    for w, t, k in plan:
+        r = run_child(w, t, k)
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    with open(args.json_out, "w") as f:
+        f.write(json.dumps({"machine": machine()}) + "\n")
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    if len(rows) > 1:
+        plot(rows, args.figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -240,3 +240,25 @@ def test_cli_tiles(capsys, tmp_path):
         assert main(["count", str(path), *argv]) != 0
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("regioncount: error: ") and err.count("\n") == 1, argv
+
+
+def test_shards_on_disk(tmp_path, untiled):
+    """Each tile's partition goes to its own shard, whole; the shards read back as the tiles' partitions and
+    count again (from disk, one tile at a time) to the same numbers."""
+    from regioncount.engines._tiles import count_shards, read_shard
+
+    net, dom, _, regions, linear = untiled["slice"]
+    folder = tmp_path / "shards"
+    t = count_tiled(net, dom, (2, 3), shards=folder, keep=True)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(f"tile-{r}-{c}.npz" for r in range(2) for c in range(3))
+    parts = [read_shard(folder / f"tile-{r}-{c}.npz") for r in range(2) for c in range(3)]
+    assert sum(p.n_regions for p in parts) == t.pieces
+    np.testing.assert_array_equal(np.concatenate([p.code_bytes() for p in parts]), t.partition.code_bytes())
+    np.testing.assert_array_equal(np.concatenate([p.areas for p in parts]), t.partition.areas)
+    assert (
+        isinstance(parts[0].domain, Slice)
+        and parts[0].domain.hi.tolist() == split_domain(dom, (2, 3))[0][1].hi.tolist()
+    )
+    again = count_shards(dom, (2, 3), folder)
+    assert (again.regions, again.linear_regions) == (t.regions, t.linear_regions) == (regions, linear)

@@ -24,7 +24,10 @@ when the maps agree.
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import math
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -114,12 +117,25 @@ class TileSummary:
     partition: Partition | None = None
 
 
-def summarise_tile(net, domain, index, tile, grid, *, max_regions=None, keep=False, rtol=1e-9) -> TileSummary:
+def summarise_tile(
+    net, domain, index, tile, grid, *, max_regions=None, keep=False, rtol=1e-9, shards=None
+) -> TileSummary:
     """Partition ``tile`` (one of ``split_domain(domain, grid)``'s, at ``index = (row, col)``) and reduce it
-    to a :class:`TileSummary`. Runs anywhere (a Dask task): it needs only its arguments."""
+    to a :class:`TileSummary`. Runs anywhere (a Dask task): it needs only its arguments. With ``shards`` (a
+    folder the task can write to) the tile's partition is also written there, see :func:`write_shard`."""
     t0 = time.perf_counter()
-    rows, cols = grid
     part = partition_plane(net, tile, max_regions=max_regions)
+    if shards is not None:
+        write_shard(os.path.join(os.fspath(shards), shard_name(index)), part)
+    out = _summarise(part, domain, index, grid, rtol)
+    out.seconds = time.perf_counter() - t0
+    out.partition = part if keep else None
+    return out
+
+
+def _summarise(part: Partition, domain, index, grid, rtol: float) -> TileSummary:
+    """A tile's partition reduced to what the merge needs (see :class:`TileSummary`)."""
+    rows, cols = grid
     R = part.n_regions
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
     # the tile's region graph under the whole domain's rules: its adjacency tolerance and map normalisation
@@ -151,8 +167,7 @@ def summarise_tile(net, domain, index, tile, grid, *, max_regions=None, keep=Fal
         border=border,
         codes=codes,
         maps=maps,
-        seconds=time.perf_counter() - t0,
-        partition=part if keep else None,
+        seconds=0.0,
     )
 
 
@@ -194,6 +209,7 @@ def count_tiled(
     client=None,
     max_regions: int | None = None,
     keep: bool = False,
+    shards=None,
     rtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
 ) -> TiledCount:
@@ -202,13 +218,19 @@ def count_tiled(
 
     ``client``: a ``dask.distributed.Client`` to run the tiles as tasks on its cluster; None runs them one
     after the other here. ``max_regions``: the region cap of each tile's partition. ``keep``: also return
-    the merged pieces (see :class:`TiledCount`; holds the whole partition in this process).
+    the merged pieces (see :class:`TiledCount`; holds the whole partition in this process). ``shards``: a
+    folder (created if needed; on a cluster, one every worker can write to) that receives each tile's
+    partition as ``tile-ROW-COL.npz``, written whole or not at all: the partition is kept on disk, never
+    in memory all at once (read a shard back with :func:`read_shard`).
     ``progress(done, total)`` is called as tiles finish.
     """
     t0 = time.perf_counter()
     grid = tile_grid(tiles)
     parts = split_domain(domain, grid)
-    kw = dict(max_regions=max_regions, keep=keep, rtol=rtol)
+    if shards is not None:
+        shards = os.path.abspath(os.fspath(shards))
+        os.makedirs(shards, exist_ok=True)
+    kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards)
     if client is None:
         summaries: Iterable[TileSummary] = (summarise_tile(net, domain, i, t, grid, **kw) for i, t in parts)
     else:
@@ -220,6 +242,18 @@ def count_tiled(
         done[s.index] = s
         if progress is not None:
             progress(len(done), len(parts))
+    return merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0)
+
+
+def count_shards(domain, tiles, folder, *, rtol: float = 1e-9) -> TiledCount:
+    """The counts of :func:`count_tiled` again, from the shards it wrote to ``folder`` (one tile in memory
+    at a time), without partitioning anything."""
+    t0 = time.perf_counter()
+    grid = tile_grid(tiles)
+    done = {}
+    for index, _ in split_domain(domain, grid):
+        part = read_shard(os.path.join(os.fspath(folder), shard_name(index)))
+        done[index] = _summarise(part, domain, index, grid, rtol)
     return merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0)
 
 
@@ -335,3 +369,47 @@ def _merged_partition(domain, grid, parts: list[Partition]) -> Partition:
         blocks,
         edge_tags=np.concatenate(tags),
     )
+
+
+def shard_name(index) -> str:
+    """File name of tile ``(row, col)``'s shard."""
+    return f"tile-{int(index[0])}-{int(index[1])}.npz"
+
+
+def write_shard(path, part: Partition) -> None:
+    """Write a tile's :class:`Partition` (its arrays, compact codes and its domain) to the ``.npz`` file
+    ``path``, whole or not at all."""
+    from .._io import write_atomic
+
+    dom = part.domain
+    meta = {"blocks": [(kind, w) for kind, w, _ in part._blocks], "domain": type(dom).__name__}
+    arrays = dict(
+        vertices=part.vertices,
+        offsets=part.offsets,
+        maps=part.maps,
+        areas=part.areas,
+        lo=np.asarray(dom.param_lo),
+        hi=np.asarray(dom.param_hi),
+    )
+    if part.edge_tags is not None:
+        arrays["edge_tags"] = part.edge_tags
+    if isinstance(dom, Slice):
+        arrays.update(x0=dom.x0, v1=dom.v1, v2=dom.v2)
+    for i, (_, _, a) in enumerate(part._blocks):
+        arrays[f"block{i}"] = a
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
+    write_atomic(path, buf.getvalue())
+
+
+def read_shard(path) -> Partition:
+    """The :class:`Partition` written by :func:`write_shard` (its domain is the tile)."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        if meta["domain"] == "Slice":
+            dom = Slice(z["x0"], z["v1"], z["v2"], z["lo"], z["hi"])
+        else:
+            dom = Box(z["lo"], z["hi"])
+        blocks = [(kind, w, z[f"block{i}"]) for i, (kind, w) in enumerate(meta["blocks"])]
+        tags = z["edge_tags"] if "edge_tags" in z.files else None
+        return Partition(dom, z["vertices"], z["offsets"], z["maps"], z["areas"], blocks, edge_tags=tags)

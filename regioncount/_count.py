@@ -43,6 +43,7 @@ def count_regions(
     progress=None,
     tiles=None,
     client=None,
+    shards=None,
 ) -> dict:
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
@@ -55,7 +56,8 @@ def count_regions(
     ``tiles`` (exact 2D only): N or ``(rows, cols)``; the domain is split into that many rectangles, each
     partitioned on its own (the memory cap then bounds one tile), and the cells continuing across borders
     merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
-    runs the tiles, or the chunks of a sampled count, as tasks on its cluster.
+    runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
+    folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
     """
     if method not in METHODS:
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
@@ -64,6 +66,8 @@ def count_regions(
         raise RegionCountError(
             "tiles split a 2D domain for an exact count: use them with --method exact on a 2D box or slice"
         )
+    if shards is not None and tiles is None:
+        raise RegionCountError("disk shards hold the partitions of tiles: give tiles as well")
     t0 = time.perf_counter()
     if method == "sample":
         from .engines._sample import DEFAULT_MEMORY_CAP, count_sampled
@@ -114,7 +118,7 @@ def count_regions(
                     from .engines._tiles import count_tiled
 
                     out = count_tiled(
-                        net, domain, tiles, client=client, max_regions=max_regions, progress=progress
+                        net, domain, tiles, client=client, max_regions=max_regions, shards=shards, progress=progress
                     ).as_dict()
             except MemoryCapError:
                 raise MemoryCapError(

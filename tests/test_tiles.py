@@ -229,6 +229,11 @@ def test_cli_tiles(capsys, tmp_path):
         assert main(["count", str(path), "--method", "exact", "--tiles", tiles, "--json"]) == 0
         res = json.loads(capsys.readouterr().out)
         assert (res["regions"], res["linear_regions"], res["tiles"]) == (ref["regions"], ref["linear_regions"], grid)
+    assert main(["count", str(path), "--tiles", "4", "--shards", str(tmp_path / "shards"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["regions"] == ref["regions"]
+    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == [
+        f"tile-{r}-{c}.npz" for r in (0, 1) for c in (0, 1)
+    ]
     for argv in (
         ["--tiles", "0"],
         ["--tiles", "2y3"],
@@ -236,6 +241,7 @@ def test_cli_tiles(capsys, tmp_path):
         ["--workers", "2"],
         ["--tiles", "4", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
         ["--tiles", "4", "--box", "-1", "1", "--from", "0,0", "--to", "1,1"],
+        ["--shards", str(tmp_path / "s")],
     ):
         assert main(["count", str(path), *argv]) != 0
         out, err = capsys.readouterr()

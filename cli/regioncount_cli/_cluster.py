@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,14 +22,22 @@ WorkersOpt = Annotated[
     int | None,
     typer.Option(
         help="Run the tiles (or a sampled count's chunks of points) on a local Dask cluster of this many "
-        "single-threaded worker processes. Needs dask[distributed]."
+        "single-threaded worker processes. Needs Dask (the distributed package)."
     ),
 ]
 SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         help="Run the tiles (or a sampled count's chunks) on the running Dask scheduler at this address "
-        "(e.g. tcp://host:8786). Needs dask[distributed]."
+        "(e.g. tcp://host:8786). Needs Dask (the distributed package)."
+    ),
+]
+
+ShardsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="With --tiles: write each tile's partition to this folder as tile-ROW-COL.npz (each file whole or "
+        "not at all), so the partition is kept on disk instead of in memory."
     ),
 ]
 
@@ -47,8 +56,10 @@ def parse_tiles(text: str | None):
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
-def check_cluster_options(method: str, tiles, workers: int | None, scheduler: str | None):
+def check_cluster_options(method: str, tiles, workers: int | None, scheduler: str | None, shards=None):
     """One-line usage errors for option combinations that cannot run."""
+    if shards is not None and tiles is None:
+        fail("--shards holds the partitions of tiles: give --tiles as well", 2)
     if workers is not None and scheduler is not None:
         fail("give --workers or --scheduler, not both", 2)
     if workers is not None and workers < 1:

@@ -14,7 +14,7 @@ from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
 
-from ._cluster import SchedulerOpt, TilesOpt, WorkersOpt, check_cluster_options, cluster, parse_tiles
+from ._cluster import SchedulerOpt, ShardsOpt, TilesOpt, WorkersOpt, check_cluster_options, cluster, parse_tiles
 from ._common import (
     Dir1Opt,
     Dir2Opt,
@@ -94,6 +94,7 @@ def count(
     tiles: TilesOpt = None,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    shards: ShardsOpt = None,
 ):
     """Count the regions of a model on a box, a 2D slice or a segment."""
     if method not in METHODS:
@@ -101,7 +102,7 @@ def count(
     if grid is not None and samples is not None:
         fail("give --grid or --samples, not both", 2)
     n_tiles = parse_tiles(tiles)
-    check_cluster_options(method, n_tiles, workers, scheduler)
+    check_cluster_options(method, n_tiles, workers, scheduler, shards)
 
     def run():
         net = load_model(model)
@@ -127,6 +128,7 @@ def count(
                 progress=bar,
                 tiles=n_tiles,
                 client=client,
+                shards=shards,
             )
 
     res = guarded(run)

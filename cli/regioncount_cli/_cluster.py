@@ -13,7 +13,8 @@ from ._common import fail
 TilesOpt = Annotated[
     str | None,
     typer.Option(
-        help="exact 2D: split the domain into N rectangles (N = k*k gives k x k; or ROWSxCOLS, e.g. 2x3), "
+        help="exact 2D: split the domain into N rectangles (N = k*k gives k x k, another N the most nearly square grid; "
+        "or ROWSxCOLS, e.g. 2x3), "
         "partition each on its own and merge the regions that continue across tile borders: the same counts, "
         "with the memory cap bounding one tile."
     ),

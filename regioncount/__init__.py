@@ -20,7 +20,9 @@ from ._scan import scan as scan
 from .engines import (
     LinePieces as LinePieces,
     SampleCount as SampleCount,
+    TiledCount as TiledCount,
     count_sampled as count_sampled,
+    count_tiled as count_tiled,
     forward_codes as forward_codes,
     partition_plane as partition_plane,
     walk_line as walk_line,

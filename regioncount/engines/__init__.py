@@ -10,3 +10,4 @@ from ._sample import (
     count_sampled_prefixes as count_sampled_prefixes,
     grid_codes as grid_codes,
 )
+from ._tiles import TiledCount as TiledCount, count_tiled as count_tiled

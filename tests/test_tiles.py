@@ -268,3 +268,37 @@ def test_shards_on_disk(tmp_path, untiled):
     )
     again = count_shards(dom, (2, 3), folder)
     assert (again.regions, again.linear_regions) == (t.regions, t.linear_regions) == (regions, linear)
+
+
+def test_scan_counts_big_cells_by_tiles(monkeypatch):
+    """A scan cell over TILE_REGIONS is counted by tiles, to the same numbers; counted_cells says which cells
+    were counted and which stayed formulas."""
+    from regioncount import _scan
+    from regioncount_cli._cluster import counted_line
+
+    whole = _scan.constructed_row(6)
+    monkeypatch.setattr(_scan, "TILE_REGIONS", 500)
+    calls = []
+    real = count_tiled
+
+    def spy(*args, **kwargs):
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("regioncount.engines._tiles.count_tiled", spy)
+    tiled = _scan.constructed_row(6)
+    assert calls and whole["constructed_formula"] > 500
+    assert (tiled["constructed"], tiled["constructed_linear"]) == (whole["constructed"], whole["constructed_linear"])
+    assert (tiled["compact"], tiled["compact_linear"]) == (whole["compact"], whole["compact_linear"])
+    cap = whole["constructed_formula"]
+    rows = [_scan.constructed_row(D, region_cap=cap) for D in range(1, 7)]
+    cells = _scan.counted_cells(rows)
+    for name, key in (("paper", "constructed"), ("compact", "compact")):
+        f = {r["depth"]: r[key + "_formula"] for r in rows if r[key + "_formula"] is not None}
+        assert cells["counted"][name] == [d for d, v in f.items() if v <= cap]
+        assert cells["formulas"][name] == [d for d, v in f.items() if v > cap]
+    assert cells["formulas"]["compact"]  # the cap leaves some compact cells as formulas
+    line = counted_line(cells, cap)
+    assert line == (
+        "counted exactly: paper D = 3-6; compact D = 2-3. formulas (over --region-cap 3,283): compact D = 4-6."
+    )

@@ -78,3 +78,24 @@ def cluster(workers: int | None, scheduler: str | None):
     from regioncount.engines._distributed import dask_client
 
     return dask_client(workers=workers, scheduler=scheduler)
+
+
+def _depths(ds: list[int]) -> str:
+    """``[1, 2, 3, 5]`` -> ``"D = 1-3, 5"``."""
+    runs: list[list[int]] = []
+    for d in ds:
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return "D = " + ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def counted_line(cells: dict, region_cap: int) -> str:
+    """One line for the scan: which construction cells were counted exactly, which remain formulas."""
+    parts = []
+    for what, label in (("counted", "counted exactly"), ("formulas", f"formulas (over --region-cap {region_cap:,})")):
+        items = [f"{name} {_depths(ds)}" for name, ds in cells[what].items() if ds]
+        if items:
+            parts.append(f"{label}: " + "; ".join(items))
+    return ". ".join(parts) + "." if parts else ""

@@ -14,7 +14,16 @@ from regioncount._domain import Box, Segment
 from regioncount._errors import DomainError, RegionCountError
 from regioncount._io import load_model, save_model, write_atomic
 
-from ._cluster import SchedulerOpt, ShardsOpt, TilesOpt, WorkersOpt, check_cluster_options, cluster, parse_tiles
+from ._cluster import (
+    SchedulerOpt,
+    ShardsOpt,
+    TilesOpt,
+    WorkersOpt,
+    check_cluster_options,
+    cluster,
+    counted_line,
+    parse_tiles,
+)
 from ._common import (
     Dir1Opt,
     Dir2Opt,
@@ -461,7 +470,7 @@ def scan(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rows as JSON instead of a table.")] = False,
 ):
     """Region counts against depth beside the Thm 4.4 lower bound for Maxout emulation (Gu, Yang, Zhou 2026)."""
-    from regioncount._scan import rows_to_csv, scan as run_scan
+    from regioncount._scan import counted_cells, rows_to_csv, scan as run_scan
     from regioncount.plotting import plot_scan
 
     if depth < 1:
@@ -496,6 +505,7 @@ def scan(
         print(dump_json(rows))
         return
     stdout.print(scan_table(rows, title))
+    stdout.print(counted_line(counted_cells(rows), region_cap))
     stdout.print(f"wrote {out / 'scan.json'}, {out / 'scan.csv'}, {out / 'scan.png'}")
 
 

@@ -10,6 +10,7 @@ the regions). With Dask workers the peak is the largest worker's (``client.run``
     python benchmarks/scale.py                  # the curve (10^4..10^6 whole, 10^4..10^7 by 16 tiles) + speed-up
     python benchmarks/scale.py --quick          # 10^4 and 10^5 only, speed-up at 10^5
     python benchmarks/scale.py --sizes 1800 --tiles 16 --workers 2    # one measurement
+    python benchmarks/scale.py --speedup 1800   # 16 tiles on 1, 2, 1, 2 workers (alternating, against drift)
     python benchmarks/scale.py --plot out.json  # redraw the figure from a saved run
 
 Writes the rows as JSON lines to ``--json-out`` and the figure to ``--figure``.
@@ -55,9 +56,11 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
             row["cluster_start_s"] = round(time.perf_counter() - t_start, 2)
             base_w = max(client.run(_rss_mb).values())
             base = _rss_mb()
-            t0 = time.perf_counter()
+            cpu_w = sum(client.run(time.process_time).values())
+            t0, c0 = time.perf_counter(), time.process_time()
             res = count_tiled(net, box, tiles, client=client)
             wall = time.perf_counter() - t0
+            cpu = time.process_time() - c0 + sum(client.run(time.process_time).values()) - cpu_w
             peak_w = max(client.run(_rss_mb).values())
         peak = _rss_mb()
         row.update(peak_worker_rss_mb=round(peak_w, 1), growth_mb=round(peak - base + peak_w - base_w, 1))
@@ -65,7 +68,7 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
         row["pieces"] = res.pieces
     else:
         base = _rss_mb()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if tiles:
             res = count_tiled(net, box, tiles)
             regions, linear = res.regions, res.linear_regions
@@ -74,13 +77,14 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
             part = partition_plane(net, box)
             regions, linear = part.n_regions, part.linear_regions()
             row["partition_mb"] = round(part.nbytes / 2**20, 1)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         peak = _rss_mb()
         row["growth_mb"] = round(peak - base, 1)
     row.update(
         regions=regions,
         linear_regions=linear,
         seconds=round(wall, 2),
+        cpu_seconds=round(cpu, 2),
         regions_per_s=round(regions / wall),
         peak_rss_mb=round(peak, 1),
         bytes_per_region=round(row["growth_mb"] * 2**20 / regions),
@@ -133,6 +137,9 @@ def main():
     ap.add_argument("--tiles", type=int, default=None, help="with --sizes: tiles (default: whole domain)")
     ap.add_argument("--workers", type=int, default=None, help="with --sizes: Dask workers")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--speedup", type=int, metavar="WIDTH", help="only the worker speed-up at this width: 1, 2, 1, 2 workers"
+    )
     ap.add_argument("--no-1e7", action="store_true", help="skip the 10^7-region run (minutes)")
     ap.add_argument("--json-out", default=os.path.join(HERE, "scale.json"))
     ap.add_argument("--figure", default=os.path.join(HERE, "scale.png"))
@@ -147,7 +154,9 @@ def main():
             rows = [json.loads(line) for line in f if line.strip() and '"width"' in line]
         plot(rows, args.figure)
         return
-    if args.sizes:
+    if args.speedup:
+        plan = [(args.speedup, args.tiles or 16, k) for k in (1, 2, 1, 2)]
+    elif args.sizes:
         plan = [(w, args.tiles, args.workers) for w in args.sizes]
     elif args.quick:
         plan = [(w, t, None) for w in (180, 570) for t in (None, 16)] + [(570, 16, 1), (570, 16, 2)]
@@ -166,7 +175,7 @@ def main():
         f.write(json.dumps({"machine": machine()}) + "\n")
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    if len(rows) > 1:
+    if len(rows) > 1 and not args.speedup:
         plot(rows, args.figure)
 
 

@@ -105,27 +105,32 @@ def plot(rows: list[dict], path: str):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for label, sel, mk in (
-        ("whole domain", lambda r: not r["tiles"], "o-"),
-        ("16 tiles, one after the other", lambda r: r["tiles"] and not r["workers"], "s-"),
+        ("whole domain", lambda r: not r["tiles"], "o"),
+        ("16 tiles, one after the other", lambda r: r["tiles"] and not r["workers"], "s"),
     ):
-        pts = sorted((r["regions"], r) for r in rows if sel(r))
+        pts = sorted(((r["regions"], r) for r in rows if sel(r)), key=lambda p: p[0])
         if not pts:
             continue
         x = [p[0] for p in pts]
-        a.plot(x, [p[1]["regions_per_s"] for p in pts], mk, label=label)
-        b.plot(x, [p[1]["peak_rss_mb"] for p in pts], mk, label=f"{label}: peak RSS (MB)")
-        b.plot(x, [p[1]["bytes_per_region"] for p in pts], mk.replace("-", "--"), label=f"{label}: bytes/region")
-    for ax in (a, b):
+        (line,) = axes[0].plot(x, [p[1]["regions_per_s"] for p in pts], mk + "-", label=f"{label}: per wall s")
+        if all("cpu_seconds" in p[1] for p in pts):
+            cps = [p[0] / p[1]["cpu_seconds"] for p in pts]
+            axes[0].plot(x, cps, mk + "--", color=line.get_color(), label=f"{label}: per CPU s")
+        axes[1].plot(x, [p[1]["peak_rss_mb"] for p in pts], mk + "-", label=label)
+        axes[2].plot(x, [p[1]["bytes_per_region"] for p in pts], mk + "-", label=label)
+    titles = ("exact 2D count speed (2 cores, shared)", "peak RSS", "peak RSS growth per region")
+    ylabels = ("regions per second", "MB", "bytes")
+    for ax, t, y in zip(axes, titles, ylabels, strict=True):
         ax.set_xscale("log")
         ax.set_xlabel("regions")
+        ax.set_ylabel(y)
+        ax.set_title(t)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    a.set_ylabel("regions per second")
-    a.set_title("exact 2D count speed, 2-core shared machine")
-    b.set_yscale("log")
-    b.set_title("memory")
+    axes[1].set_yscale("log")
+    axes[2].set_yscale("log")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -302,3 +302,21 @@ def test_scan_counts_big_cells_by_tiles(monkeypatch):
     assert line == (
         "counted exactly: paper D = 3-6; compact D = 2-3. formulas (over --region-cap 3,283): compact D = 4-6."
     )
+
+
+def test_cli_scheduler(capsys, tmp_path):
+    """``--scheduler ADDRESS`` runs the tiles on a cluster someone else started (here: this test)."""
+    distributed = pytest.importorskip("distributed")
+    import json
+
+    from regioncount._io import save_model
+    from regioncount_cli.main import main
+
+    path = tmp_path / "m.npz"
+    net = random_mlp(2, [8, 8], seed=1)
+    save_model(net, path)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
+        assert main(["count", str(path), "--tiles", "9", "--scheduler", lc.scheduler_address, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    part = partition_plane(net, Box(-1, 1, 2))
+    assert (res["regions"], res["linear_regions"]) == (part.n_regions, part.linear_regions())

@@ -19,6 +19,11 @@ Borders may pass through vertices and run along region boundaries: a unit whose 
 border does not cut either tile (its values vanish on that side), and its two sides show up as
 different codes across the border, which are not merged as cells but are merged as linear regions
 when the maps agree.
+
+Caveat, measured (benchmarks/README.md): while the plane engine drops slivers below an area threshold
+relative to its domain, a tile (a smaller domain) can keep a sliver the whole-domain run drops, so on
+networks with near-concurrent lines the tiled count can exceed the whole one by such slivers (0.1% at
+10^6 regions). Without the threshold the two agree exactly.
 """
 
 from __future__ import annotations
@@ -174,7 +179,8 @@ def _summarise(part: Partition, domain, index, grid, rtol: float) -> TileSummary
 @dataclasses.dataclass
 class TiledCount:
     """An exact count by tiles. ``regions``: cells (activation regions; connected cells where they are
-    curved) of the whole domain; ``linear_regions``: linear regions; both equal the single-process counts.
+    curved) of the whole domain; ``linear_regions``: linear regions; both equal the single-process counts
+    (up to the plane engine's sliver threshold, see the module docstring).
     ``pieces``: the tiles' regions before merging; ``tiles``: ``(rows, cols)``; ``seconds``: wall time;
     ``tile_seconds``: each tile's own time (row-major).
 

@@ -11,6 +11,7 @@ the regions). With Dask workers the peak is the largest worker's (``client.run``
     python benchmarks/scale.py --quick          # 10^4 and 10^5 only, speed-up at 10^5
     python benchmarks/scale.py --sizes 1800 --tiles 16 --workers 2    # one measurement
     python benchmarks/scale.py --speedup 1800   # 16 tiles on 1, 2, 1, 2 workers (alternating, against drift)
+    python benchmarks/scale.py --construction 4,3,2,9,paper --tiles 16   # Thm 4.4 construction, 8.25e6
     python benchmarks/scale.py --plot out.json  # redraw the figure from a saved run
 
 Writes the rows as JSON lines to ``--json-out`` and the figure to ``--figure``.
@@ -93,6 +94,35 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
     return row
 
 
+def measure_construction(spec: str, tiles: int) -> dict:
+    """The Thm 4.4 construction ``"m,T,q,D,layout"`` counted by ``tiles`` in this process."""
+    from regioncount import bound_attaining_transformer
+    from regioncount._domain import Box
+    from regioncount.engines._tiles import count_tiled
+
+    m, T, q, D, layout = spec.split(",")
+    net, info = bound_attaining_transformer(int(m), int(T), int(q), int(D), layout=layout)
+    base = _rss_mb()
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = count_tiled(net, Box(*info["box"]), tiles)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = _rss_mb()
+    return {
+        "construction": spec,
+        "tiles": tiles,
+        "regions": res.regions,
+        "linear_regions": res.linear_regions,
+        "formula": info["construction_regions"],
+        "bound": info["bound"],
+        "pieces": res.pieces,
+        "seconds": round(wall, 2),
+        "cpu_seconds": round(cpu, 2),
+        "peak_rss_mb": round(peak, 1),
+        "bytes_per_region": round((peak - base) * 2**20 / res.regions),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 def run_child(width: int, tiles: int | None, workers: int | None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(width), str(tiles or 0), str(workers or 0)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=HERE)
@@ -142,6 +172,7 @@ def main():
     ap.add_argument("--tiles", type=int, default=None, help="with --sizes: tiles (default: whole domain)")
     ap.add_argument("--workers", type=int, default=None, help="with --sizes: Dask workers")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--construction", help="m,T,q,D,layout: count the Thm 4.4 construction by --tiles (default 16)")
     ap.add_argument(
         "--speedup", type=int, metavar="WIDTH", help="only the worker speed-up at this width: 1, 2, 1, 2 workers"
     )
@@ -153,6 +184,9 @@ def main():
     if args.child:
         w, t, k = args.child
         print(json.dumps(measure_one(w, t or None, k or None)))
+        return
+    if args.construction:
+        print(json.dumps(measure_construction(args.construction, args.tiles or 16) | {"machine": machine()}))
         return
     if args.plot:
         with open(args.plot) as f:

@@ -52,6 +52,8 @@ _EXPORTS = {
     "partition_plane": ".engines._plane",
     "partition_space": ".engines._space",
     "partition_curved": ".engines._curved",
+    "TiledCount": ".engines._tiles",
+    "count_tiled": ".engines._tiles",
     "SampleCount": ".engines._sample",
     "count_sampled": ".engines._sample",
     "grid_codes": ".engines._sample",
@@ -134,6 +136,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from .engines._plane import partition_plane as partition_plane
     from .engines._sample import SampleCount as SampleCount, count_sampled as count_sampled, grid_codes as grid_codes
     from .engines._space import partition_space as partition_space
+    from .engines._tiles import TiledCount as TiledCount, count_tiled as count_tiled
     from .networks import (
         MLP as MLP,
         Block as Block,

@@ -100,6 +100,9 @@ def count_regions(
     progress=None,
     certify: bool = False,
     linear: bool = True,
+    tiles=None,
+    client=None,
+    shards=None,
 ) -> dict:
     """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
 
@@ -116,12 +119,24 @@ def count_regions(
     (see :func:`regioncount.results.certify`), and a failed check raises :class:`CertificateError`.
     ``linear=False`` skips linear regions (``linear_regions`` is then None): on an exact 2D partition they cost
     about as much as the partition.
+
+    ``tiles`` (exact 2D only): N or ``(rows, cols)``; the domain is split into that many rectangles, each
+    partitioned on its own (the memory cap then bounds one tile), and the cells continuing across borders
+    merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
+    runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
+    folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
     """
     if certify and method != "exact":
         raise RegionCountError("certify applies to exact 2D counts (method 'exact')")
     if method not in METHODS:
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     kind = region_kind(net)
+    if tiles is not None and not (method == "exact" and (isinstance(domain, Slice) or domain.dim == 2)):
+        raise RegionCountError(
+            "tiles split a 2D domain for an exact count: use them with --method exact on a 2D box or slice"
+        )
+    if shards is not None and tiles is None:
+        raise RegionCountError("disk shards hold the partitions of tiles: give tiles as well")
     t0 = time.perf_counter()
     if method == "sample":
         from .engines._sample import count_sampled
@@ -137,6 +152,7 @@ def count_regions(
             seed=seed,
             memory_cap=memory_cap or DEFAULT_MEMORY_CAP,
             progress=progress,
+            client=client,
         )
         out = res.as_dict()
         out.pop("exact")
@@ -167,15 +183,35 @@ def count_regions(
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
             limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
+            if tiles is not None:
+                from .engines._tiles import count_tiled
+
+                try:
+                    out = count_tiled(
+                        net, domain, tiles, client=client, max_regions=limit, shards=shards, progress=progress
+                    ).as_dict()
+                except ResidentMemoryError:
+                    raise
+                except MemoryCapError:
+                    raise MemoryCapError(
+                        f"the partition of a tile passed {limit:,} regions, about what fits in the "
+                        f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, use more --tiles, shrink the domain, "
+                        "or use --method sample"
+                    ) from None
+                out.setdefault("exact", True)
+            part = None
             try:
-                part = partition_plane(net, domain, progress=progress, max_regions=limit)
+                if tiles is None:
+                    part = partition_plane(net, domain, progress=progress, max_regions=limit)
             except ResidentMemoryError:
                 raise
             except MemoryCapError:
                 raise _cap_error(cap, limit, max_regions) from None
             except CurvedBoundaryError:
                 part = None
-            if part is None:
+            if tiles is not None:
+                pass  # tiled: the merged counts are in out
+            elif part is None:
                 # curved boundaries (hardmax past its first block, ReLU attention): the curved engine
                 if certify:
                     raise RegionCountError(

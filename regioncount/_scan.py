@@ -9,7 +9,9 @@ For each depth D = 1..depth a row holds:
   layer, padded to D blocks), by the plane engine (q = 2) or the line engine (q = 1);
 - ``compact``: the compact layout (L + 1 blocks for L layers) fits D - 1 maxout layers of the same
   product construction in D blocks; counted exactly while the construction's formula stays under
-  ``region_cap``, else None with the formula value in ``compact_formula``; ``compact_linear`` its linear
+  ``region_cap`` (by tiles above ``TILE_REGIONS``, so the cap is a time budget, not a memory one), else
+  None with the formula value in ``compact_formula`` (:func:`counted_cells` lists which cells were counted
+  and which remain formulas); ``compact_linear`` its linear
   regions; ``compact_beats_bound`` says whether the measured linear-region count exceeds Thm 4.4 there;
 - ``random``: mean and spread over ``seeds`` random hardmax Transformers of depth D: exact pieces along
   the box diagonal (line engine) and sampled 2D counts (lower bounds) with Chao1;
@@ -26,6 +28,7 @@ pass hashes the codes of every depth (prefix keys, see ``count_sampled_prefixes`
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -63,18 +66,42 @@ CSV_COLUMNS = (
 )
 
 
-def _exact_count(net, box: Box) -> tuple[int, int]:
-    """Exact (activation regions, linear regions) of ``net`` on ``box``: the plane engine for q = 2, the line
-    engine for q = 1. Thm 4.4 bounds linear regions, so both are reported."""
+#: A 2D cell whose formula exceeds this many regions is counted by tiles of about this many regions each,
+#: so memory holds one tile's partition, not the whole one.
+TILE_REGIONS = 500_000
+
+
+def _exact_count(net, box: Box, expected: int = 0) -> tuple[int, int]:
+    """Exact (activation regions, linear regions) of ``net`` on ``box``: the plane engine for q = 2 (by
+    tiles when ``expected``, the construction's formula, exceeds ``TILE_REGIONS``), the line engine for
+    q = 1. Thm 4.4 bounds linear regions, so both are reported."""
     if box.dim == 1:
         pieces = walk_line(net, Segment(box.lo, box.hi))
         return pieces.activation_pieces, pieces.linear_pieces
     if box.dim == 2:
+        if expected > TILE_REGIONS:
+            from .engines._tiles import count_tiled
+
+            k = math.isqrt(-(-expected // TILE_REGIONS) - 1) + 1  # k x k tiles, k^2 >= expected / TILE_REGIONS
+            res = count_tiled(net, box, (k, k))
+            return res.regions, res.linear_regions
         from .engines._plane import partition_plane
 
         part = partition_plane(net, box)
         return part.n_regions, part.linear_regions()
     raise ValueError("exact scan counts need q = 1 or q = 2")
+
+
+def counted_cells(rows: list[dict]) -> dict:
+    """Which construction cells of a scan were counted exactly and which remain formulas (over the region
+    cap): ``{"counted": {"paper": [D, ...], "compact": [...]}, "formulas": {...}}``."""
+    out: dict = {"counted": {"paper": [], "compact": []}, "formulas": {"paper": [], "compact": []}}
+    for r in rows:
+        for name, key in (("paper", "constructed"), ("compact", "compact")):
+            if r.get(key + "_formula") is None:
+                continue
+            out["counted" if r[key] is not None else "formulas"][name].append(r["depth"])
+    return out
 
 
 def _exact_random(net, box: Box, out: list[dict]) -> None:
@@ -112,7 +139,7 @@ def constructed_row(
     row["constructed"] = row["constructed_linear"] = None
     if L and row["constructed_formula"] <= region_cap:
         net, _ = bound_attaining_transformer(m, tokens, q, D, "paper", lo=box.lo, hi=box.hi)
-        row["constructed"], row["constructed_linear"] = _exact_count(net, box)
+        row["constructed"], row["constructed_linear"] = _exact_count(net, box, row["constructed_formula"])
 
     # Compact layout: D - 1 maxout layers in D blocks.
     Lc = D - 1
@@ -121,7 +148,7 @@ def constructed_row(
     row["compact"] = row["compact_linear"] = None
     if Lc and row["compact_formula"] <= region_cap:
         net = compile_maxout(product_maxout((width,) * Lc, q, tokens), box.lo, box.hi, "compact")
-        row["compact"], row["compact_linear"] = _exact_count(net, box)
+        row["compact"], row["compact_linear"] = _exact_count(net, box, row["compact_formula"])
     # A measured claim only: None where the compact count was not computed or there is no bound.
     row["compact_beats_bound"] = (
         None if row["compact"] is None or row["bound"] is None else bool(row["compact_linear"] > row["bound"])

@@ -19,6 +19,16 @@ from regioncount._io import is_state_dict, load_model, save_model
 from regioncount._loaders import load_network
 
 from . import _validate as checks
+from ._cluster import (
+    SchedulerOpt,
+    ShardsOpt,
+    TilesOpt,
+    WorkersOpt,
+    check_cluster_options,
+    cluster,
+    counted_line,
+    parse_tiles,
+)
 from ._common import (
     Dir1Opt,
     Dir2Opt,
@@ -191,6 +201,10 @@ def count(
             "and count it, i.e. every region of the plane (--box is then ignored).",
         ),
     ] = False,
+    tiles: TilesOpt = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    shards: ShardsOpt = None,
 ):
     """Count the regions of a model on a box, a slice (2D or k-dimensional) or a segment.
 
@@ -203,6 +217,8 @@ def count(
     if decision and method != "exact":
         fail("--decision needs --method exact (decision regions are read off the exact 2D partition)", 2)
     guarded(lambda: _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out))
+    n_tiles = parse_tiles(tiles)
+    check_cluster_options(method, n_tiles, workers, scheduler, shards)
 
     def run():
         net = load_network(model)
@@ -239,7 +255,7 @@ def count(
 
             with LazyProgress("counting decision regions") as bar:
                 return count_decisions(net, dom, memory_cap=int(memory_cap * 2**30), progress=bar)
-        with LazyProgress(f"counting ({method})") as bar:
+        with cluster(workers, scheduler) as client, LazyProgress(f"counting ({method})") as bar:
             res = count_regions(
                 net,
                 dom,
@@ -252,6 +268,9 @@ def count(
                 progress=bar,
                 certify=certify,
                 linear=not no_linear,
+                tiles=n_tiles,
+                client=client,
+                shards=shards,
             )
             res["domain"] = _domain_json(dom)
             if res.get("mode") == "grid":  # the grid the sampled count used (the default where none was given)
@@ -317,6 +336,8 @@ def count(
     for row in res.get("per_layer", ()):
         extra = "" if row["linear_regions"] is None else f" ({row['linear_regions']:,} linear)"
         table.add_row(f"after {row['layer']}", f"{row['regions']:,}{extra}")
+    if "tiles" in res:
+        table.add_row("tiles (pieces merged)", f"{res['tiles'][0]} x {res['tiles'][1]} ({res['pieces']:,})")
     table.add_row("method", res["method"])
     table.add_row("seconds", f"{res['seconds']:.2f}")
     stdout.print(table)
@@ -838,7 +859,7 @@ def scan(
     The three files in --out are replaced together: an interrupted scan leaves the old set or the new one.
     """
     from regioncount._count import PLANE_BYTES_PER_REGION
-    from regioncount._scan import rows_to_csv, scan as run_scan
+    from regioncount._scan import counted_cells, rows_to_csv, scan as run_scan
     from regioncount.plotting import plot_scan
 
     guarded(lambda: checks.check_output_dir("--out", out))
@@ -879,6 +900,7 @@ def scan(
         print(dump_json(rows))
         return
     stdout.print(scan_table(rows, title))
+    stdout.print(counted_line(counted_cells(rows), region_cap))
     stdout.print(f"wrote {out / 'scan.json'}, {out / 'scan.csv'}, {out / 'scan.png'}")
 
 

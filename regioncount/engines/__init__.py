@@ -13,6 +13,8 @@ _EXPORTS = {
     "partition_plane": "._plane",
     "partition_space": "._space",
     "partition_curved": "._curved",
+    "TiledCount": "._tiles",
+    "count_tiled": "._tiles",
     "SampleCount": "._sample",
     "count_sampled": "._sample",
     "count_sampled_prefixes": "._sample",
@@ -35,3 +37,4 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         grid_codes as grid_codes,
     )
     from ._space import partition_space as partition_space
+    from ._tiles import TiledCount as TiledCount, count_tiled as count_tiled

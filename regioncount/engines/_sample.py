@@ -163,11 +163,15 @@ def count_sampled_prefixes(
     chunk: int | None = None,
     memory_cap: int = DEFAULT_MEMORY_CAP,
     progress: Callable[[int, int], None] | None = None,
+    client=None,
 ) -> list[SampleCount]:
     """As :func:`count_sampled`, for several code prefixes at once: entry ``p`` of the result counts the
     distinct values of the first ``prefixes[p]`` code entries (``None``: the whole code). With a
     Transformer, the prefix ending after block ``D`` is the code of the network truncated to its first
-    ``D`` blocks, so one forward pass counts every depth."""
+    ``D`` blocks, so one forward pass counts every depth.
+
+    ``client``: a ``dask.distributed.Client``; the points are then split into ranges counted as Dask tasks
+    on its cluster (the same points as without it, so the same counts), their distinct keys merged here."""
     import time
 
     t0 = time.perf_counter()
@@ -202,31 +206,28 @@ def count_sampled_prefixes(
     # never pad a small run up to a big batch; powers of two keep the compiled shapes few
     chunk = min(chunk, 1 << max(10, (total - 1).bit_length()))
 
-    mult = hash_multipliers(code_length(program))
-    rng = np.random.default_rng(seed)
-    step = (hi - lo) / (grid if grid else 1)
     counters = [_DistinctCounter() for _ in range(n_keys)]
     ties = 0
-    done = 0
-    while done < total:
-        n = min(chunk, total - done)
-        if grid is not None:
-            U = _grid_points(done, n, grid, lo, step)
-        else:
-            U = rng.uniform(lo, hi, size=(n, dim))
-        X = x0 + U @ V.T
-        if n < chunk:  # pad to the compiled batch size; padded rows are dropped below
-            X = np.concatenate([X, np.repeat(X[-1:], chunk - n, 0)])
-        keys, head, tie = forward_keys(program, X, mult, prefixes)
-        keys, head = np.asarray(keys)[:n], np.asarray(head)[:n]
-        ties += int(np.asarray(tie)[:n].sum())
-        for p, counter in enumerate(counters):
-            starts = np.flatnonzero(head[:, p])
-            runs = np.diff(np.append(starts, n))
-            counter.add(keys[starts, p, 0], keys[starts, p, 1], runs)
-        done += n
-        if progress is not None:
-            progress(done, total)
+    spec = (grid, seed, chunk, prefixes)
+    if client is None:
+        for done in range(0, total, chunk):
+            ties += _sample_points(program, domain, done, min(done + chunk, total), spec, counters)
+            if progress is not None:
+                progress(min(done + chunk, total), total)
+    else:
+        from ._distributed import map_tasks, n_workers
+
+        # a few tasks per worker balance the load; each returns its distinct keys, merged here
+        per_task = max(chunk, -(-total // (4 * n_workers(client))) // chunk * chunk)
+        ranges = [(a, min(a + per_task, total), spec) for a in range(0, total, per_task)]
+        done = 0
+        for (a, b), t, parts in map_tasks(client, _sample_range, program, domain, ranges, {}):
+            ties += t
+            for counter, part in zip(counters, parts, strict=True):
+                counter.add(*part)
+            done += b - a
+            if progress is not None:
+                progress(done, total)
     seconds = time.perf_counter() - t0
     out = []
     for counter in counters:
@@ -249,6 +250,48 @@ def count_sampled_prefixes(
             )
         )
     return out
+
+
+def _sample_points(program, domain, start: int, stop: int, spec, counters) -> int:
+    """Forward points ``start:stop`` (one chunk) of the sample ``spec = (grid, seed, chunk, prefixes)``
+    and add their keys to ``counters`` (one per prefix); returns the number of ties.
+
+    Point ``i`` of a grid is its ``i``-th cell centre; of a random sample, the ``i``-th uniform point of
+    ``default_rng(seed)`` (the generator is advanced past the earlier points, one 64-bit draw per
+    coordinate), so any split of the sample into ranges visits the same points."""
+    grid, seed, chunk, prefixes = spec
+    lo, hi = _param_box(domain)
+    x0, V = domain.input_map()
+    n = stop - start
+    if grid is not None:
+        U = _grid_points(start, n, grid, lo, (hi - lo) / grid)
+    else:
+        rng = np.random.default_rng(seed)
+        rng.bit_generator.advance(start * lo.size)  # type: ignore[attr-defined]
+        U = rng.uniform(lo, hi, size=(n, lo.size))
+    X = x0 + U @ V.T
+    if n < chunk:  # pad to the compiled batch size; padded rows are dropped below
+        X = np.concatenate([X, np.repeat(X[-1:], chunk - n, 0)])
+    keys, head, tie = forward_keys(program, X, hash_multipliers(code_length(program)), prefixes)
+    keys, head = np.asarray(keys)[:n], np.asarray(head)[:n]
+    for p, counter in enumerate(counters):
+        starts = np.flatnonzero(head[:, p])
+        runs = np.diff(np.append(starts, n))
+        counter.add(keys[starts, p, 0], keys[starts, p, 1], runs)
+    return int(np.asarray(tie)[:n].sum())
+
+
+def _sample_range(program, domain, start: int, stop: int, spec):
+    """A Dask task: the points ``start:stop`` chunk by chunk; returns ``((start, stop), ties, [(ka, kb,
+    counts) per prefix])``, the distinct keys of the range with their multiplicities."""
+    chunk, n_keys = spec[2], 1 if spec[3] is None else len(spec[3])
+    counters = [_DistinctCounter() for _ in range(n_keys)]
+    ties = 0
+    for a in range(start, stop, chunk):
+        ties += _sample_points(program, domain, a, min(a + chunk, stop), spec, counters)
+    for c in counters:
+        c.counts()  # merge pending chunks
+    return (start, stop), ties, [(c.ka, c.kb, c.n) for c in counters]
 
 
 def grid_codes(net, domain, grid: int) -> tuple[np.ndarray, np.ndarray]:

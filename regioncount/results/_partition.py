@@ -249,14 +249,8 @@ class Partition:
         E = self.adjacency()
         if E.size == 0:
             return np.arange(R)
-        c, h = (self._lo + self._hi) / 2, (self._hi - self._lo) / 2
-        M = self.maps
-        # the maps on the normalised domain [-1, 1]^2, where coefficient sizes compare fairly
-        Mn = np.stack([M[..., 0] * h[0], M[..., 1] * h[1], M[..., 2] + M[..., 0] * c[0] + M[..., 1] * c[1]], -1)
-        size = np.abs(Mn).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(R)
-        diff = np.abs(Mn[E[:, 0]] - Mn[E[:, 1]]).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(len(E))
-        same = diff <= rtol * np.maximum(size[E[:, 0]], size[E[:, 1]])
-        return _components(R, E[same])
+        Mn = normalised_maps(self.maps, self._lo, self._hi)
+        return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], rtol)])
 
     def linear_regions(self, rtol: float = 1e-9) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
@@ -334,6 +328,23 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.n_regions} regions, {self.vertices.shape[0]} vertices, code length {self.code_length})"
+
+
+def normalised_maps(maps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Affine maps ``(R, out, 3)`` in ``(u1, u2, 1)`` rewritten on the rectangle ``[lo, hi]`` mapped to
+    ``[-1, 1]^2``, where coefficient sizes compare fairly."""
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    M = maps
+    return np.stack([M[..., 0] * h[0], M[..., 1] * h[1], M[..., 2] + M[..., 0] * c[0] + M[..., 1] * c[1]], -1)
+
+
+def maps_agree(Ma: np.ndarray, Mb: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """``(E,)`` bool: normalised maps ``Ma[e]`` and ``Mb[e]`` (``(E, out, 3)``) are the same affine map,
+    within ``rtol`` of the larger one's size (the rule that merges activation regions into linear regions)."""
+    if not Ma.shape[1]:
+        return np.ones(Ma.shape[0], bool)
+    size = np.maximum(np.abs(Ma).sum(axis=-1).max(axis=-1), np.abs(Mb).sum(axis=-1).max(axis=-1))
+    return np.abs(Ma - Mb).sum(axis=-1).max(axis=-1) <= rtol * size
 
 
 def _searchsorted_grouped(gk, gv, qk, qv, side: str) -> np.ndarray:

@@ -1,0 +1,322 @@
+"""Exact counts by tiles: the same regions and linear regions as one partition of the whole domain, for every
+architecture and construction, with borders through vertices and along region boundaries; Dask = in-process."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from regioncount import (
+    MLP,
+    bound_attaining_transformer,
+    count_regions,
+    product_maxout,
+    product_relu,
+    random_maxout,
+    random_mlp,
+    random_transformer,
+)
+from regioncount._domain import Box, Segment, Slice
+from regioncount._errors import DomainError, RegionCountError
+from regioncount.engines._plane import partition_plane
+from regioncount.engines._sample import count_sampled
+from regioncount.engines._tiles import _cuts, count_tiled, split_domain, tile_grid
+
+TILES = [1, 4, 9, 16]
+
+
+def line_mlp(lines, readout) -> MLP:
+    """One ReLU layer, unit ``i`` = ``a_i u1 + b_i u2 + c_i`` for ``lines[i] = (a_i, b_i, c_i)``."""
+    L = np.asarray(lines, dtype=np.float64)
+    return MLP((L[:, :2], np.asarray(readout, dtype=np.float64).reshape(1, -1)), (L[:, 2], np.zeros(1)))
+
+
+def _compiled(layout):
+    net, info = bound_attaining_transformer(2, 2, 2, 6, layout=layout)
+    return net, Box(*info["box"])
+
+
+CASES = {
+    "mlp": lambda: (random_mlp(2, [8, 8], seed=1), Box(-1, 1, 2)),
+    "maxout": lambda: (random_maxout(2, [4, 3], k=3, seed=0), Box(-1, 1, 2)),
+    # product_relu (6, 6, 3) on [-1, 2]^2: 1792 regions, the ReLU lower bound (DESIGN §5)
+    "product_relu": lambda: (product_relu([6, 6, 3], 2), Box(-1, 2, 2)),
+    # product_maxout k = 3 (4, 4, 2): 5625, the maxout lower bound
+    "product_maxout": lambda: (product_maxout([4, 4, 2], 2, 3), Box(-1, 2, 2)),
+    "transformer_paper": lambda: _compiled("paper"),
+    "transformer_compact": lambda: _compiled("compact"),
+    # hardmax attention whose linear regions are fewer than its activation regions
+    "random_transformer": lambda: (
+        random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, seed=3),
+        Box(-1, 1, 2),
+    ),
+    "slice": lambda: (
+        random_mlp(3, [6, 6], seed=2),
+        Slice([0.1, -0.2, 0.3], [1.0, 0.2, -0.3], [0.1, 1.0, 0.5], (-1.5, -1.0), (1.0, 1.5)),
+    ),
+}
+CLOSED_FORMS = {"product_relu": 1792, "product_maxout": 5625}
+
+
+@pytest.fixture(scope="module")
+def untiled():
+    out = {}
+    for name, make in CASES.items():
+        net, dom = make()
+        part = partition_plane(net, dom)
+        out[name] = (net, dom, part, part.n_regions, part.linear_regions())
+    return out
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tiles_equal_one_partition(untiled, name):
+    net, dom, _, regions, linear = untiled[name]
+    if name in CLOSED_FORMS:
+        assert regions == linear == CLOSED_FORMS[name]
+    seen_pieces = []
+    for n in TILES:
+        t = count_tiled(net, dom, n)
+        assert (t.regions, t.linear_regions) == (regions, linear), n
+        seen_pieces.append(t.pieces)
+    assert seen_pieces[0] == regions
+    # the borders did cut regions (else the merge was never exercised)
+    assert max(seen_pieces) > regions
+    if name == "random_transformer":
+        assert linear < regions
+
+
+def test_non_square_grid(untiled):
+    net, dom, _, regions, linear = untiled["maxout"]
+    for grid in [(2, 3), (3, 1), (1, 5), 6]:
+        t = count_tiled(net, dom, grid)
+        assert (t.regions, t.linear_regions) == (regions, linear)
+    assert tile_grid(6) == (2, 3) and tile_grid(7) == (1, 7) and tile_grid(16) == (4, 4)
+
+
+def test_pieces_cover_the_regions(untiled):
+    """The kept pieces, grouped by cell, have the codes and areas of the single partition's regions; the
+    merged view's own adjacency (border edges share tags) joins the same pieces (a second route)."""
+    net, dom, part, regions, _ = untiled["product_maxout"]
+    t = count_tiled(net, dom, 9, keep=True)
+    P = t.partition
+    assert P.n_regions == t.pieces
+    cells, inv = np.unique(t.cell_of_piece, return_inverse=True)
+    assert cells.size == regions
+    # every piece of a cell has the cell's code, and each cell's area is its region's
+    codes = P.code_bytes()
+    assert np.all(codes == codes[t.cell_of_piece])
+    key = {bytes(c): i for i, c in enumerate(part.code_bytes())}
+    assert len(key) == regions
+    area = np.bincount(inv, P.areas)
+    ref = part.areas[[key[bytes(codes[c])] for c in cells]]
+    np.testing.assert_allclose(area, ref, rtol=1e-9, atol=1e-12)
+    E = P.adjacency()
+    same = np.all(codes[E[:, 0]] == codes[E[:, 1]], axis=1)
+    from regioncount.results._partition import _components
+
+    assert np.unique(_components(P.n_regions, E[same])).size == regions
+    assert np.unique(t.linear_of_piece).size == t.linear_regions
+
+
+def test_border_along_lines_and_through_vertices():
+    """Units whose lines are the tile borders, crossing at the tile corner (0, 0), on [-1, 1]^2 with N = 4:
+    u1 = 0, u2 = 0 and u1 = u2 give 6 regions. The third unit has readout 0, so its line is no boundary of
+    the function: 4 linear regions (the quadrants)."""
+    net = line_mlp([(1, 0, 0), (0, 1, 0), (1, -1, 0)], [1.0, -2.0, 0.0])
+    dom = Box(-1, 1, 2)
+    for n in TILES:
+        t = count_tiled(net, dom, n)
+        assert (t.regions, t.linear_regions) == (6, 4), n
+    # one line on a border (its two sides never share a code across it) and a readout that hides it
+    net = line_mlp([(1, 0, 0), (0.3, 1, 0.1)], [0.0, 1.0])
+    for n in TILES:
+        t = count_tiled(net, dom, n)
+        assert (t.regions, t.linear_regions) == (4, 2), n
+
+
+def test_borders_of_a_3x3_grid_as_lines():
+    """N = 9 on [-1, 1]^2: the lines u1 = x_1 and u2 = y_2 are tile borders (the same floats the tiles use)
+    and u1 = u2 runs through the tile corners (x_1, y_1) and (x_2, y_2): three lines in general position
+    with their crossings inside, 1 + 3 + 3 = 7 regions (Zaslavsky)."""
+    xs = _cuts(-1.0, 1.0, 3)
+    net = line_mlp([(1, 0, -xs[1]), (0, 1, -xs[2]), (1, -1, 0)], [1.0, 1.0, 1.0])
+    dom = Box(-1, 1, 2)
+    assert partition_plane(net, dom).n_regions == 7
+    for n in TILES:
+        t = count_tiled(net, dom, n)
+        assert (t.regions, t.linear_regions) == (7, 7), n
+
+
+def test_split_domain_covers_the_domain():
+    dom = Box([-1.0, 0.0], [2.0, 0.7])
+    tiles = split_domain(dom, (2, 3))
+    assert [i for i, _ in tiles] == [(r, c) for r in range(2) for c in range(3)]
+    area = sum(float(np.prod(t.hi - t.lo)) for _, t in tiles)
+    assert area == pytest.approx(2.1, rel=1e-12)
+    assert tiles[0][1].lo.tolist() == [-1.0, 0.0] and tiles[-1][1].hi.tolist() == [2.0, 0.7]
+    # neighbours share their cut coordinates bitwise
+    assert tiles[0][1].hi[0] == tiles[1][1].lo[0] and tiles[0][1].hi[1] == tiles[3][1].lo[1]
+
+
+def test_bad_tiles():
+    net = random_mlp(2, [4], seed=0)
+    with pytest.raises(DomainError):
+        count_tiled(net, Box(-1, 1, 2), 0)
+    with pytest.raises(DomainError):
+        count_tiled(net, Box(-1, 1, 2), (2, 0))
+    with pytest.raises(DomainError):
+        split_domain(Box(-1, 1, 3), 4)
+    with pytest.raises(RegionCountError):
+        count_regions(net, Segment([0, 0], [1, 1]), method="line", tiles=4)
+
+
+def test_count_regions_with_tiles(untiled):
+    net, dom, _, regions, linear = untiled["mlp"]
+    out = count_regions(net, dom, tiles=9)
+    assert (out["regions"], out["linear_regions"], out["tiles"]) == (regions, linear, [3, 3])
+    assert out["exact"] is True and out["pieces"] > regions
+
+
+def test_without_dask(monkeypatch):
+    """A missing dask is one clear error naming the extra, only when a cluster is asked for."""
+    from regioncount.engines._distributed import dask_client
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(RegionCountError, match=r"regioncount\[dask\]"):
+        with dask_client(workers=1):
+            pass
+    net = random_mlp(2, [4], seed=0)
+    assert count_tiled(net, Box(-1, 1, 2), 4).regions == partition_plane(net, Box(-1, 1, 2)).n_regions
+
+
+def test_dask_equals_in_process(untiled):
+    """Tiles and sample chunks as tasks on a LocalCluster started here give the in-process numbers."""
+    pytest.importorskip("distributed")
+    from regioncount.engines._distributed import dask_client
+
+    mlp, dom, _, regions, linear = untiled["mlp"]
+    tf, tdom, _, t_regions, t_linear = untiled["transformer_paper"]
+    with dask_client(workers=2, processes=False) as client:
+        for net, d, ref in ((mlp, dom, (regions, linear)), (tf, tdom, (t_regions, t_linear))):
+            local = count_tiled(net, d, 9)
+            remote = count_tiled(net, d, 9, client=client)
+            assert (remote.regions, remote.linear_regions, remote.pieces) == (
+                local.regions,
+                local.linear_regions,
+                local.pieces,
+            )
+            assert (remote.regions, remote.linear_regions) == ref
+        for opts in (dict(grid=300), dict(samples=50_000, seed=4)):
+            a = count_sampled(mlp, dom, chunk=4096, **opts)
+            b = count_sampled(mlp, dom, chunk=4096, client=client, **opts)
+            fields = ("regions", "samples", "f1", "f2", "chao1", "ties")
+            assert [getattr(b, f) for f in fields] == [getattr(a, f) for f in fields]
+            assert a.regions <= regions
+
+
+def test_cli_tiles(capsys, tmp_path):
+    """``count --method exact --tiles N`` prints the untiled numbers; bad combinations are one stderr line."""
+    import json
+
+    from regioncount._io import save_model
+    from regioncount_cli.main import main
+
+    path = tmp_path / "m.npz"
+    save_model(random_mlp(2, [8, 8], seed=1), path)
+    assert main(["count", str(path), "--json"]) == 0
+    ref = json.loads(capsys.readouterr().out)
+    for tiles, grid in (("9", [3, 3]), ("2x3", [2, 3])):
+        assert main(["count", str(path), "--method", "exact", "--tiles", tiles, "--json"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        assert (res["regions"], res["linear_regions"], res["tiles"]) == (ref["regions"], ref["linear_regions"], grid)
+    assert main(["count", str(path), "--tiles", "4", "--shards", str(tmp_path / "shards"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["regions"] == ref["regions"]
+    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == [
+        f"tile-{r}-{c}.npz" for r in (0, 1) for c in (0, 1)
+    ]
+    for argv in (
+        ["--tiles", "0"],
+        ["--tiles", "2y3"],
+        ["--tiles", "4", "--method", "sample"],
+        ["--workers", "2"],
+        ["--tiles", "4", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
+        ["--tiles", "4", "--box", "-1", "1", "--from", "0,0", "--to", "1,1"],
+        ["--shards", str(tmp_path / "s")],
+    ):
+        assert main(["count", str(path), *argv]) != 0
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("regioncount: error: ") and err.count("\n") == 1, argv
+
+
+def test_shards_on_disk(tmp_path, untiled):
+    """Each tile's partition goes to its own shard, whole; the shards read back as the tiles' partitions and
+    count again (from disk, one tile at a time) to the same numbers."""
+    from regioncount.engines._tiles import count_shards, read_shard
+
+    net, dom, _, regions, linear = untiled["slice"]
+    folder = tmp_path / "shards"
+    t = count_tiled(net, dom, (2, 3), shards=folder, keep=True)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(f"tile-{r}-{c}.npz" for r in range(2) for c in range(3))
+    parts = [read_shard(folder / f"tile-{r}-{c}.npz") for r in range(2) for c in range(3)]
+    assert sum(p.n_regions for p in parts) == t.pieces
+    np.testing.assert_array_equal(np.concatenate([p.code_bytes() for p in parts]), t.partition.code_bytes())
+    np.testing.assert_array_equal(np.concatenate([p.areas for p in parts]), t.partition.areas)
+    assert (
+        isinstance(parts[0].domain, Slice)
+        and parts[0].domain.hi.tolist() == split_domain(dom, (2, 3))[0][1].hi.tolist()
+    )
+    again = count_shards(dom, (2, 3), folder)
+    assert (again.regions, again.linear_regions) == (t.regions, t.linear_regions) == (regions, linear)
+
+
+def test_scan_counts_big_cells_by_tiles(monkeypatch):
+    """A scan cell over TILE_REGIONS is counted by tiles, to the same numbers; counted_cells says which cells
+    were counted and which stayed formulas."""
+    from regioncount import _scan
+    from regioncount_cli._cluster import counted_line
+
+    whole = _scan.constructed_row(6)
+    monkeypatch.setattr(_scan, "TILE_REGIONS", 500)
+    calls = []
+    real = count_tiled
+
+    def spy(*args, **kwargs):
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("regioncount.engines._tiles.count_tiled", spy)
+    tiled = _scan.constructed_row(6)
+    assert calls and whole["constructed_formula"] > 500
+    assert (tiled["constructed"], tiled["constructed_linear"]) == (whole["constructed"], whole["constructed_linear"])
+    assert (tiled["compact"], tiled["compact_linear"]) == (whole["compact"], whole["compact_linear"])
+    cap = whole["constructed_formula"]
+    rows = [_scan.constructed_row(D, region_cap=cap) for D in range(1, 7)]
+    cells = _scan.counted_cells(rows)
+    for name, key in (("paper", "constructed"), ("compact", "compact")):
+        f = {r["depth"]: r[key + "_formula"] for r in rows if r[key + "_formula"] is not None}
+        assert cells["counted"][name] == [d for d, v in f.items() if v <= cap]
+        assert cells["formulas"][name] == [d for d, v in f.items() if v > cap]
+    assert cells["formulas"]["compact"]  # the cap leaves some compact cells as formulas
+    line = counted_line(cells, cap)
+    assert line == (
+        "counted exactly: paper D = 3-6; compact D = 2-3. formulas (over --region-cap 3,283): compact D = 4-6."
+    )
+
+
+def test_cli_scheduler(capsys, tmp_path):
+    """``--scheduler ADDRESS`` runs the tiles on a cluster someone else started (here: this test)."""
+    distributed = pytest.importorskip("distributed")
+    import json
+
+    from regioncount._io import save_model
+    from regioncount_cli.main import main
+
+    path = tmp_path / "m.npz"
+    net = random_mlp(2, [8, 8], seed=1)
+    save_model(net, path)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
+        assert main(["count", str(path), "--tiles", "9", "--scheduler", lc.scheduler_address, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    part = partition_plane(net, Box(-1, 1, 2))
+    assert (res["regions"], res["linear_regions"]) == (part.n_regions, part.linear_regions())

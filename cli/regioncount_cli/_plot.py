@@ -229,7 +229,7 @@ def plot(
         from regioncount.plotting import figure_bytes, figure_sections
 
         if layers or need_exact or linear:
-            raise RegionCountError(
+            raise DomainError(
                 "--layers, --linear, --stats, --graph and --graphml draw one 2D domain: give a slice with "
                 "--origin, --dir1 and --dir2"
             )

@@ -40,10 +40,7 @@ def _rss_mb() -> float:
 
 def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 0) -> dict:
     """One count in this process (meant to run in a fresh one)."""
-    from regioncount import random_mlp
-    from regioncount._domain import Box
-    from regioncount.engines._plane import partition_plane
-    from regioncount.engines._tiles import count_tiled
+    from regioncount import Box, count_tiled, partition_plane, random_mlp
 
     net = random_mlp(2, [width], seed=seed, init="torch")
     box = Box(-2.0, 2.0, 2)
@@ -98,9 +95,7 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
 def measure_construction(spec: str, tiles: int) -> dict:
     """The Thm 4.4 construction ``"m,T,q,D,layout"`` (layout paper, compact, or maxout for the Maxout network
     it emulates) counted by ``tiles`` in this process."""
-    from regioncount import bound_attaining_transformer
-    from regioncount._domain import Box
-    from regioncount.engines._tiles import count_tiled
+    from regioncount import Box, bound_attaining_transformer, count_tiled
 
     m, T, q, D, layout = spec.split(",")
     # layout "maxout": the Maxout network the construction emulates (same regions, by DESIGN's compiler)

@@ -234,14 +234,29 @@ def _exact_weights(W) -> ExactMap:
     return hit[1]
 
 
-def exact_affine(M: ExactMap, W, b) -> ExactMap:
-    """``M @ W.T + b`` on the last axis of ``M (3, T, d)``; ``b`` enters the constant coefficient only."""
-    We = _exact_weights(W)
-    prod = ExactMap(np.dot(M.N, We.N.T), M.s * We.s)
+def exact_affine(M: ExactMap, W, b, rows=None) -> ExactMap:
+    """``M @ W.T + b`` on the last axis of ``M (3, T, d)``; ``b`` enters the constant coefficient only.
+    ``rows``: only these outputs (an index array), with ``W`` and ``b`` still the whole op's."""
+    We = _exact_weights(W)  # cached per weight array: slicing happens on the exact copy
+    WN = We.N if rows is None else We.N[rows]
+    Wf = np.asarray(W) if rows is None else np.asarray(W)[rows]
+    if WN.shape[0] * WN.shape[1] >= 256 and np.count_nonzero(Wf) * 4 < WN.size:
+        # mostly zeros (a pooling selection, a sparse conv): sum only the nonzero terms of each output
+        prod_N = np.zeros(M.N.shape[:-1] + (WN.shape[0],), dtype=object)
+        for j in range(WN.shape[0]):
+            nz = np.flatnonzero(Wf[j])
+            if nz.size:
+                prod_N[..., j] = np.dot(M.N[..., nz], WN[j, nz])
+        prod = ExactMap(prod_N, M.s * We.s)
+    else:
+        prod = ExactMap(np.dot(M.N, WN.T), M.s * We.s)
     bb = np.asarray(b, dtype=np.float64)
+    bb = bb if bb.ndim == 2 else bb[None, :]
+    if rows is not None:
+        bb = bb[:, rows]
     if not np.any(bb):
         return prod
-    be = ExactMap.of_floats(np.broadcast_to(bb if bb.ndim == 2 else bb[None, :], M.N.shape[1:-1] + (W.shape[0],)))
+    be = ExactMap.of_floats(np.broadcast_to(bb, M.N.shape[1:-1] + (WN.shape[0],)))
     g = _fgcd(prod.s, be.s)
     N = prod.rescaled(g).copy()
     N[2] = N[2] + be.rescaled(g)

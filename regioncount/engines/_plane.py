@@ -597,6 +597,7 @@ class _Engine:
         self.M0 = None  # the exact input map (an ExactMap), set by partition_plane
         self._exact_cache: dict = {}
         self._replay = None
+        self._after_relu = None
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -664,6 +665,7 @@ class _Engine:
         edge tags, ``nv (n,)`` their vertex counts, ``w (n, 3)``, ``e (n,)`` and ``wtag (n,)`` the line being
         tested (its float coefficients, their error, its tag)."""
         self.n_predicates += int(np.sum(np.arange(sg.shape[1]) < nv[:, None]))
+        check_rss()
         unk = sg == 2
         if not unk.any():
             return sg
@@ -733,6 +735,7 @@ class _Engine:
         key = (id(rec), p, before)
         hit = self._exact_cache.get(key)
         if hit is None:
+            check_rss()  # exact maps and lines are cached: measured where the cache grows
             rows = []
             for kind, w, arr in rec["blocks"]:
                 row = arr[p]
@@ -769,7 +772,7 @@ class _Engine:
                 # the ReLU reads an affine op: only unit j's column of it is needed, not the whole product
                 M = self._exact_maps(rec, p, before=1)
                 t, jj = divmod(j, prev.W.shape[0])
-                col = exact_affine(ExactMap(M.N[:, t : t + 1, :], M.s), prev.W[jj : jj + 1], _bias_row(prev.b, t, jj))
+                col = _token_column(M, prev, t, jj)
                 line = tuple(int(v) for v in col.N[:, 0, 0])
         else:
             pair, p = divmod(off, rec["R0"])
@@ -779,12 +782,25 @@ class _Engine:
             while (b + 1) * b // 2 <= pair:
                 b += 1
             a = pair - b * (b - 1) // 2
-            M = self._exact_maps(rec, p)
-            if rec["kind"] == "groupmax":
+            prev = self.replay().affine_before(rec["leaf"]) if rec["kind"] == "groupmax" else None
+            if prev is not None:
+                # the group max reads an affine op: only pieces a and b of unit u are needed
+                k, u = rec["k"], rec["u"]
+                M = self._exact_maps(rec, p, before=1)
+                d = prev.W.shape[0]
+                cols = []
+                for piece in (a, b):
+                    t, jj = divmod(u * k + piece, d)
+                    cols.append(_token_column(M, prev, t, jj))
+                diff = cols[0] + ExactMap(-cols[1].N, cols[1].s)
+                line = tuple(int(v) for v in diff.N[:, 0, 0])
+            elif rec["kind"] == "groupmax":
+                M = self._exact_maps(rec, p)
                 k, u = rec["k"], rec["u"]
                 N = M.N.reshape(3, -1, k)[:, u]
                 line = tuple(int(x) - int(y) for x, y in zip(N[:, a], N[:, b], strict=True))
             else:  # attention: query u = h T + i, keys a and b
+                M = self._exact_maps(rec, p)
                 op, T, u = rec["op"], rec["T"], rec["u"]
                 h, i = divmod(u, T)
                 skey = ("scores", id(rec), p, h)
@@ -929,6 +945,9 @@ class _Engine:
 
     def leaf(self, op, A, bd):
         if isinstance(op, Affine):
+            # an affine op that reads a ReLU's output directly: which of its outputs are exactly zero on a region
+            # follows from the region's bits (see groupmax)
+            self._after_relu = op if isinstance(A, _Masked) else None
             A, bd = _affine(A, op, bd)
             return A, bd, [], None
         self.st.reset_parents()
@@ -942,6 +961,7 @@ class _Engine:
             A_new, block, bd = self.attention(A, bd, op)
         else:
             raise TypeError(f"unknown op {type(op).__name__}")
+        self._after_relu = None
         par = self.st.anc[: self.st.n].copy()
         return A_new, bd, [block], par
 
@@ -1234,6 +1254,22 @@ class _Engine:
 
     # -- GroupMax ------------------------------------------------------------------------------------
 
+    def _exact_zeros(self, R0: int, T: int, d: int):
+        """``(R0, T d)`` bool or None: the entries of the current maps that are exactly zero on each parent,
+        where they come from an affine op that read a ReLU's output directly: output ``j`` is exactly zero on a
+        region when its bias is 0 and every input it reads with a nonzero weight is off there."""
+        op = getattr(self, "_after_relu", None)
+        if op is None or not self.blocks or self.blocks[-1][0] != "bits":
+            return None
+        _, width, bits = self.blocks[-1]
+        if bits.shape[0] != R0 or width != T * op.W.shape[1]:
+            return None
+        on = np.unpackbits(bits, axis=1, count=width).reshape(R0, T, -1).astype(np.float32)
+        reads = (op.W != 0).astype(np.float32)  # (d_out, d_in)
+        hits = on @ reads.T  # (R0, T, d_out): how many inputs that are on each output reads
+        bias = op.b if op.b.ndim == 2 else np.broadcast_to(op.b, (T, op.b.shape[0]))
+        return ((hits == 0) & (bias == 0)[None]).reshape(R0, T * d)
+
     def groupmax(self, A: np.ndarray, bd: _Bounds, k: int):
         st = self.st
         R0, _, T, d = A.shape
@@ -1241,6 +1277,11 @@ class _Engine:
         U = T * n
         F = A.reshape(R0, 3, U, k).transpose(0, 2, 1, 3)  # (R0, U, 3, k)
         E = bd.eb.reshape(1, U, k)
+        zero = self._exact_zeros(R0, T, d)
+        if zero is not None:
+            # pieces that are exactly zero on a parent (a max pool over units the ReLU before it switched off)
+            # carry no error there, so their ties are decided by the floats, not by exact arithmetic
+            E = np.where(zero.reshape(R0, U, k), 0.0, E)
         act = np.ones((R0, U, k), bool)
         self._argmax_kind, self._argmax_info = "groupmax", {}
         win = self._argmax_start(F, E, act)
@@ -1523,9 +1564,10 @@ def _pad(V: np.ndarray, M: int) -> np.ndarray:
     return out
 
 
-def _bias_row(b: np.ndarray, t: int, j: int) -> np.ndarray:
-    """Bias entry ``j`` (of token ``t`` where the bias is per token) as a length-1 vector."""
-    return (b[t, j : j + 1] if b.ndim == 2 else b[j : j + 1]).copy()
+def _token_column(M, op: Affine, t: int, j: int):
+    """Output ``j`` of the affine ``op`` on token ``t`` of the exact maps ``M``: an ExactMap ``(3, 1, 1)``."""
+    b = op.b[t : t + 1] if op.b.ndim == 2 else op.b
+    return exact_affine(ExactMap(M.N[:, t : t + 1, :], M.s), op.W, b, rows=np.array([j]))
 
 
 def _pad_r(R: np.ndarray, M: int) -> np.ndarray:

@@ -46,7 +46,7 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
     box = Box(-2.0, 2.0, 2)
     row = {"width": width, "tiles": tiles, "workers": workers}
     if workers:
-        from regioncount.engines._distributed import dask_client
+        from regioncount.engines import dask_client
 
         t_start = time.perf_counter()
         with dask_client(workers=workers) as client:

@@ -15,6 +15,7 @@ _EXPORTS = {
     "partition_curved": "._curved",
     "TiledCount": "._tiles",
     "count_tiled": "._tiles",
+    "dask_client": "._distributed",
     "SampleCount": "._sample",
     "count_sampled": "._sample",
     "count_sampled_prefixes": "._sample",
@@ -27,6 +28,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and editors
     from ._curved import partition_curved as partition_curved
+    from ._distributed import dask_client as dask_client
     from ._forward import forward_codes as forward_codes
     from ._line import LinePieces as LinePieces, walk_line as walk_line
     from ._plane import partition_plane as partition_plane

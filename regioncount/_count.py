@@ -234,7 +234,7 @@ def count_regions(
                     cert = run_certify(part, net)
                     out["certificate"] = cert
                     if not cert["passed"]:
-                        failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if not v["passed"]]
+                        failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
                         raise CertificateError("the certificate failed: " + "; ".join(failed))
                 out.update(method=method, exact=st["assumed"] == 0, kind=kind)
         elif method == "exact" and (isinstance(domain, AffineSlice) or domain.dim >= 3):

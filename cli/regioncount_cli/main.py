@@ -329,7 +329,8 @@ def count(
             table.add_row("attention identities assumed, not proven", f"{res['assumed_identities']:,}")
     if "certificate" in res:
         for name, chk in res["certificate"]["checks"].items():
-            table.add_row(f"certificate: {name}", ("passed: " if chk["passed"] else "FAILED: ") + chk["detail"])
+            word = "not checked: " if chk["passed"] is None else ("passed: " if chk["passed"] else "FAILED: ")
+            table.add_row(f"certificate: {name}", word + chk["detail"].removeprefix("not checked: "))
     if "whole_plane" in res:
         lo, hi = res["whole_plane"]["box"]
         table.add_row("whole plane", f"every region meets [{lo:g}, {hi:g}]^2")

@@ -10,6 +10,8 @@ engine's internal state, and reports ``passed`` with a one-line ``detail``:
 - ``neighbours``: no two adjacent regions (sharing an edge of positive length) carry the same code;
 - ``euler``: the planar graph of vertices and edges satisfies Euler's relation V - E + F = 1 for a
   subdivision of the rectangle (vertices found by clustering float points, so this check is a float check);
+  not run (``passed: None``) where regions lie below float64 resolution, whose float vertices coincide (the
+  areas and witness checks then leave those regions out and say how many);
 - ``halfplanes`` (ReLU and Maxout programs): each polygon is the set cut out by its code: the per-layer maps
   are recomputed from the code alone, every unit's value at every vertex has the sign the code says (or a
   maxout unit's chosen piece is the largest) up to a rigorous float64 error bound, and every edge lies on a
@@ -36,28 +38,47 @@ def certify(part, net) -> dict:
     """Run every applicable check on ``part`` (a :class:`Partition` of ``net``). Returns ``{"passed": bool,
     "checks": {name: {"passed": bool, "detail": str}}}``."""
     program = lower(net)
+    small = _below_resolution(part)
     checks = {
-        "areas": _check_areas(part),
-        "witnesses": _check_witnesses(part, program),
+        "areas": _check_areas(part, small),
+        "witnesses": _check_witnesses(part, program, small),
         "neighbours": _check_neighbours(part),
-        "euler": _check_euler(part),
+        "euler": _check_euler(part)
+        if not small.any()
+        else {
+            "passed": None,
+            "detail": f"not checked: {int(small.sum())} regions lie below float64 resolution (their float vertices "
+            "coincide), so vertices cannot be clustered",
+        },
     }
     if _piecewise_straight(program.ops):
         checks["halfplanes"] = _check_halfplanes(part, program)
-    return {"passed": all(c["passed"] for c in checks.values()), "checks": checks}
+    # a check that could not run (None) neither passes nor fails the certificate; it is reported as such
+    return {"passed": all(c["passed"] is not False for c in checks.values()), "checks": checks}
 
 
 def _result(ok: bool, detail: str) -> dict:
     return {"passed": bool(ok), "detail": detail}
 
 
-def _check_areas(part) -> dict:
+def _below_resolution(part) -> np.ndarray:
+    """Regions whose float polygon cannot show them: area below (2^-45 of the domain's diameter)^2. The
+    engine decided they exist exactly; float geometry (areas, witness points, vertex clusters) cannot."""
+    diam = float(np.hypot(*(part._hi - part._lo)))
+    return part.areas <= (diam * 2.0**-45) ** 2
+
+
+def _check_areas(part, small) -> dict:
     lo, hi = part._lo, part._hi
     box = float(np.prod(hi - lo))
     total = float(np.sum(part.areas))
-    neg = int(np.sum(part.areas <= 0))
+    neg = int(np.sum((part.areas <= 0) & ~small))
     ok = abs(total - box) <= 1e-9 * box and neg == 0
-    return _result(ok, f"areas sum to {total!r} of {box!r}; {neg} regions of non-positive area")
+    return _result(
+        ok,
+        f"areas sum to {total!r} of {box!r}; {neg} resolvable regions of non-positive area; "
+        f"{int(small.sum())} regions below float64 resolution",
+    )
 
 
 def _witness_points(part) -> np.ndarray:
@@ -67,7 +88,7 @@ def _witness_points(part) -> np.ndarray:
     return sums / nv[:, None]
 
 
-def _check_witnesses(part, program) -> dict:
+def _check_witnesses(part, program, small) -> dict:
     from ..engines._forward import forward_codes
 
     U = _witness_points(part)
@@ -78,7 +99,7 @@ def _check_witnesses(part, program) -> dict:
     _, codes, _ = forward_codes(program, np.concatenate([X, np.repeat(X[:1], pad, axis=0)]))
     codes = np.asarray(codes)[:n]
     want = part.codes
-    bad = np.flatnonzero(np.any(codes != want, axis=1))
+    bad = np.flatnonzero(np.any(codes != want, axis=1) & ~small)
     exact_ok = 0
     for r in bad:
         ex = exact_point_codes(program, [Fraction(v) for v in X[r]])
@@ -87,8 +108,9 @@ def _check_witnesses(part, program) -> dict:
     failed = bad.size - exact_ok
     return _result(
         failed == 0,
-        f"{part.n_regions - failed} of {part.n_regions} witness points have their region's code "
-        f"({exact_ok} of them decided in exact arithmetic)",
+        f"{part.n_regions - failed - int(small.sum())} of {part.n_regions - int(small.sum())} witness points have "
+        f"their region's code ({exact_ok} of them decided in exact arithmetic; {int(small.sum())} regions below "
+        "float64 resolution not tried)",
     )
 
 

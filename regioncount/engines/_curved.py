@@ -44,11 +44,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._domain import Box, Slice
-from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError
+from .._errors import CurvedBoundaryError, MemoryCapError, NotPiecewiseError
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from . import _conic as cn
+from ._plane import _frame  # one input frame and domain check for both exact 2D engines
 
 #: Cut points closer than this (normalised units) are one cut.
 CUT_MERGE = 1e-11
@@ -581,27 +581,6 @@ class _Engine:
 
 # ----------------------------------------------------------------------------------------------------
 # public entry point
-
-
-def _frame(program: Program, domain):
-    """Input map in normalised coordinates: ``x = x0' + V' u'``, with ``u = c + h u'``."""
-    q = program.input_dim
-    if isinstance(domain, Slice):
-        if domain.x0.shape[0] != q:
-            raise DomainError(f"the slice lives in R^{domain.x0.shape[0]} but the network takes {q} inputs")
-    elif isinstance(domain, Box):
-        if domain.dim != 2 or q != 2:
-            raise DomainError(
-                f"the exact 2D engine needs a 2D box for a 2-input network or a Slice (got a {domain.dim}D box)"
-            )
-    else:
-        raise DomainError("the exact 2D engine needs a 2D Box or a Slice")
-    x0, V = domain.input_map()
-    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
-    c, h = (lo + hi) / 2, (hi - lo) / 2
-    corners = np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
-    X = x0 + corners @ V.T
-    return x0 + V @ c, V * h, c, h, X.min(axis=0), X.max(axis=0)
 
 
 def partition_curved(

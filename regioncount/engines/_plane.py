@@ -1616,11 +1616,11 @@ def _frame(program: Program, domain):
     elif isinstance(domain, Box):
         if domain.dim != 2 or q != 2:
             raise DomainError(
-                f"the plane engine needs a 2D domain: a 2D box for a 2-input network, or a Slice for a "
+                f"the exact 2D engines need a 2D domain: a 2D box for a 2-input network, or a Slice for a "
                 f"{q}-input one (got a {domain.dim}D box)"
             )
     else:
-        raise DomainError("the plane engine needs a 2D Box or a Slice")
+        raise DomainError("the exact 2D engines need a 2D Box or a Slice")
     x0, V = domain.input_map()
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
     c, h = (lo + hi) / 2, (hi - lo) / 2

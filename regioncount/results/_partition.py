@@ -121,15 +121,7 @@ class Partition:
 
     def code_rows(self, index) -> np.ndarray:
         """Codes of the regions ``index`` (int array or slice) as int32 ``(n, C)``, without expanding all rows."""
-        parts = []
-        for kind, w, a in self._blocks:
-            rows = a[index]
-            if kind == "bits":
-                parts.append(np.unpackbits(np.atleast_2d(rows), axis=1, count=w).astype(np.int32))
-            else:
-                parts.append(np.atleast_2d(rows).astype(np.int32))
-        n = parts[0].shape[0] if parts else len(np.arange(self.n_regions)[index])
-        return np.concatenate(parts, axis=1) if parts else np.zeros((n, 0), np.int32)
+        return block_code_rows(self._blocks, index, self.n_regions)
 
     @functools.cached_property
     def codes(self) -> np.ndarray:
@@ -393,6 +385,17 @@ def _line_tags(P, Q, d, length, diam: float) -> np.ndarray:
     brk[1:] = (lab_t[o][1:] != lab_t[o][:-1]) | (np.diff(rho[o]) > 1e-9 * diam)
     lab[o] = np.cumsum(brk) - 1
     return lab
+
+
+def block_code_rows(blocks, index, n_regions: int) -> np.ndarray:
+    """Rows ``index`` of codes stored as blocks ``(kind, width, array)`` (packed ``"bits"`` or ``"digits"``),
+    expanded to int32 ``(n, C)``; shared by every result type that stores codes this way."""
+    parts = []
+    for kind, w, a in blocks:
+        rows = np.atleast_2d(a[index])
+        parts.append(np.unpackbits(rows, axis=1, count=w).astype(np.int32) if kind == "bits" else rows.astype(np.int32))
+    n = parts[0].shape[0] if parts else len(np.arange(n_regions)[index])
+    return np.concatenate(parts, axis=1) if parts else np.zeros((n, 0), np.int32)
 
 
 def _components(n: int, E: np.ndarray) -> np.ndarray:

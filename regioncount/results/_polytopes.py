@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from ._partition import _components
+from ._partition import _components, block_code_rows
 
 
 class Polytopes:
@@ -72,14 +72,7 @@ class Polytopes:
 
     def code_rows(self, index) -> np.ndarray:
         """Codes of the regions ``index`` (int array or slice) as int32 ``(n, C)``."""
-        parts = []
-        for kind, w, a in self._blocks:
-            rows = np.atleast_2d(a[index])
-            parts.append(
-                np.unpackbits(rows, axis=1, count=w).astype(np.int32) if kind == "bits" else rows.astype(np.int32)
-            )
-        n = len(np.arange(self.n_regions)[index])
-        return np.concatenate(parts, axis=1) if parts else np.zeros((n, 0), np.int32)
+        return block_code_rows(self._blocks, index, self.n_regions)
 
     @functools.cached_property
     def codes(self) -> np.ndarray:

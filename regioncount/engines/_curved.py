@@ -46,7 +46,7 @@ import numpy as np
 
 from .._errors import CurvedBoundaryError, MemoryCapError, NotPiecewiseError
 from ..networks import check_domain, lower, walk_widths
-from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
+from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, code_length, max_code_digit
 from . import _conic as cn
 from ._plane import _frame  # one input frame and domain check for both exact 2D engines
 
@@ -289,12 +289,19 @@ def _line_conic(z: np.ndarray) -> np.ndarray:
 
 
 def _product_conic(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """``sum_e q_e(u) k_e(u)`` for affine maps ``q, k (n, 3, e)`` -> conics ``(n, 6)``."""
-    d = lambda i, j: np.einsum("ne,ne->n", q[:, i], k[:, j])  # noqa: E731
-    return np.stack(
-        [d(0, 0), d(0, 1) + d(1, 0), d(1, 1), d(0, 2) + d(2, 0), d(1, 2) + d(2, 1), d(2, 2)],
-        axis=1,
-    )
+    """``sum_e q_e(u) k_e(u)`` for affine maps ``q (n, 3, e)`` and ``k (n, 3, e)`` or ``k (n, 3, K, e)`` (``K``
+    maps at once) -> conics ``(n, 6)`` or ``(n, K, 6)``."""
+    one = k.ndim == 3
+    kk = k[:, :, None] if one else k
+    d = lambda i, j: np.einsum("ne,nme->nm", q[:, i], kk[:, j])  # noqa: E731  (every key at once)
+    S = np.stack([d(0, 0), d(0, 1) + d(1, 0), d(1, 1), d(0, 2) + d(2, 0), d(1, 2) + d(2, 1), d(2, 2)], axis=-1)
+    return S[:, 0] if one else S
+
+
+def _code_dtype(largest: int):
+    """The narrowest integer type for code entries ``0 .. largest``: the codes are most of the memory that
+    follows the trapezoids (one entry per unit per block), so bits and small argmax indices take a byte."""
+    return np.int8 if largest <= 127 else np.int16 if largest <= 32767 else np.int32
 
 
 class _Buf:
@@ -332,7 +339,9 @@ class _Engine:
         self.bufs: list[_Buf] = []
         sq = unit_square()
         self.tb = {name: self.reg(getattr(sq, name)) for name in _TRAP_FIELDS}
-        self.codes: list[_Buf] = []
+        # the whole code in one buffer (each op writes its columns): one row copy per appended trapezoid
+        self.code = self.reg(np.zeros((1, code_length(program)), _code_dtype(max_code_digit(program))))
+        self.code_at = 0
         self.next_id = _FIRST_ID
         self.violations = 0
         self.max_traps = max_traps
@@ -417,6 +426,13 @@ class _Engine:
         if self.progress is not None:
             self.progress(self.done, self.total)
 
+    def _code_columns(self, width: int, at: int | None = None) -> np.ndarray:
+        """The live view of ``width`` code columns from ``at``; without ``at``, the op's next ``width`` columns
+        (claimed in op order, so the layout is that of ``forward_codes``)."""
+        if at is None:
+            at, self.code_at = self.code_at, self.code_at + width
+        return self.code.a[:, at : at + width]
+
     def _need_affine(self, A, what: str):
         if A is None:
             raise CurvedBoundaryError(
@@ -467,7 +483,8 @@ class _Engine:
         rad = np.abs(Zf[:, 0]) * rx[:, None] + np.abs(Zf[:, 1]) * ry[:, None]
         margin = 1e-12 * (np.abs(Zf).sum(axis=1) + rad)
         bZ = self.reg(Z)
-        bits = self.reg((mid > rad + margin).astype(np.int32))
+        off = self.code_at
+        self._code_columns(T * w)[:] = mid > rad + margin
         # undecided (unit, trapezoid) pairs; pieces inherit their parent's flags (a decided sign stays)
         und = self.reg(np.abs(mid) <= rad + margin)
         for tok in range(T):
@@ -479,16 +496,16 @@ class _Engine:
                 n0 = self.n
                 sign = self.split_rows(rows, _line_conic(bZ.a[rows, :, tok, j]))
                 rows = np.concatenate([rows, np.arange(n0, self.n)])  # appended pieces came from `rows`
-                bits.a[rows, col] = sign[rows] > 0
+                self._code_columns(T * w, off)[rows, col] = sign[rows] > 0
         self.unreg(bZ, und)
-        self.codes.append(bits)
-        return bZ.a * bits.a.reshape(-1, 1, T, w)
+        return bZ.a * self._code_columns(T * w, off).reshape(-1, 1, T, w)
 
     def group_max(self, Z, k: int):
         N, _, T, w = Z.shape
         n = w // k
         bZ = self.reg(Z)
-        digits = self.reg(np.zeros((N, T * n), np.int32))
+        off = self.code_at
+        self._code_columns(T * n)
         out = self.reg(np.zeros((N, 3, T, n)))
         for tok in range(T):
             for u in range(n):
@@ -509,18 +526,18 @@ class _Engine:
                     c = champ.a
                     c[:] = np.where((act & (sign < 0)) | (ident & (r < c)), r, c)
                 F = bZ.a[:, :, tok, u * k : (u + 1) * k]
-                digits.a[:, tok * n + u] = champ.a
+                self._code_columns(T * n, off)[:, tok * n + u] = champ.a
                 out.a[:, :, tok, u] = F[np.arange(self.n), :, champ.a]
                 self.unreg(champ)
         self.unreg(bZ, out)
-        self.codes.append(digits)
         return out.a
 
     def hardmax(self, A, op: Attention):
         N, _, T, d = A.shape
         H = op.heads
         bA = self.reg(A)
-        digits = self.reg(np.zeros((N, H * T), np.int32))
+        off = self.code_at
+        self._code_columns(H * T)
         out = self.reg(np.zeros((N, 3, T, d)))
         for h in range(H):
             bQ = self.reg(bA.a @ op.Wq[h])  # (N, 3, T, dk)
@@ -529,7 +546,7 @@ class _Engine:
             for i in range(T):
                 keys = np.arange(i + 1) if op.causal else np.arange(T)
                 Qh, Kh = bQ.a, bK.a
-                bS = self.reg(np.stack([_product_conic(Qh[:, :, i], Kh[:, :, j]) for j in keys], axis=1))
+                bS = self.reg(_product_conic(Qh[:, :, i], Kh[:, :, keys]))
                 x, y = self.t.witness()
                 champ = self.reg(np.argmax(cn.value(bS.a, x[:, None], y[:, None]), axis=1))
                 tie = self.reg(np.zeros(bS.a.shape[:2], bool))
@@ -551,30 +568,35 @@ class _Engine:
                     tie.a[win, j] = True
                     tie.a[ident, j] = True
                 tw = tie.a
-                digits.a[:, h * T + i] = np.argmax(tw, axis=1)
+                self._code_columns(H * T, off)[:, h * T + i] = np.argmax(tw, axis=1)
                 self.ties.a[:] += tw.sum(axis=1) > 1
-                wts = tw / tw.sum(axis=1, keepdims=True)
-                out.a[:, :, i, :] += np.einsum("nk,nckd->ncd", wts, bVO.a[:, :, keys, :])
+                # one winner: copy its value row; tied keys (identical score maps) are averaged
+                nt = tw.sum(axis=1)
+                one = np.flatnonzero(nt == 1)
+                out.a[one, :, i, :] += bVO.a[one, :, keys[np.argmax(tw[one], axis=1)], :]
+                many = np.flatnonzero(nt > 1)
+                if many.size:
+                    wts = tw[many] / nt[many, None]
+                    out.a[many, :, i, :] += np.einsum("nk,nckd->ncd", wts, bVO.a[many][:, :, keys, :])
                 self.unreg(bS, champ, tie)
             self.unreg(bQ, bK, bVO)
         self.unreg(bA, out)
-        self.codes.append(digits)
         return out.a
 
     def relu_attention(self, A, op: Attention):
         N, _, T, d = A.shape
         H = op.heads
         bA = self.reg(A)
-        bits = self.reg(np.zeros((N, H * T * T), np.int32))
+        off = self.code_at
+        self._code_columns(H * T * T)
         for h in range(H):
             for i in range(T):
                 for j in range(i + 1 if op.causal else T):
                     a = bA.a
                     S = _product_conic(a[:, :, i] @ op.Wq[h], a[:, :, j] @ op.Wk[h])
                     sign = self.split(S, np.ones(self.n, bool))
-                    bits.a[:, (h * T + i) * T + j] = sign > 0
+                    self._code_columns(H * T * T, off)[:, (h * T + i) * T + j] = sign > 0
         self.unreg(bA)
-        self.codes.append(bits)
         self.cubic = True
         return None
 
@@ -632,12 +654,12 @@ def partition_curved(
                 y[:, 2] += readout.b if readout.b.ndim == 1 else readout.b[program.out_token]
                 snaps[k + 1] = eng.reg(y)
     t = eng.t.take(slice(None))
-    codes = np.concatenate([c.a for c in eng.codes], axis=1) if eng.codes else np.zeros((t.n, 0), np.int32)
+    codes = eng.code.a
     maps = None if A is None else A[:, :, program.out_token, :].transpose(0, 2, 1).copy()  # (N, out, 3) in u'
     return Cells(
         domain=domain,
         traps=t,
-        codes=codes.astype(np.int32),
+        codes=codes,
         maps=maps,
         centre=c,
         half=h,

@@ -86,16 +86,20 @@ def _range_pairs(gkey, glo, ghi, qkey, qlo, qhi):
     return qi, off
 
 
-def _row_ids(codes: np.ndarray) -> np.ndarray:
+def _row_ids(codes: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
     """Index ``(N,)`` of each row of ``codes (N, C)`` among the distinct rows (exact: rows compared as bytes,
-    one byte per entry when every entry fits)."""
+    one byte per entry when every entry fits). ``prefix (N,)``: ids of the columns before ``codes`` (rows are
+    then distinct where the pair (prefix id, row) is), so that the ids of growing prefixes cost one pass
+    over the new columns each."""
     if codes.shape[1] == 0:
-        return np.zeros(codes.shape[0], np.int64)
+        return np.zeros(codes.shape[0], np.int64) if prefix is None else prefix
     c = codes
     if c.size and c.min() >= 0 and c.max() < 256:
         c = c.astype(np.uint8)
-    c = np.ascontiguousarray(c)
-    v = c.view(np.dtype((np.void, c.dtype.itemsize * c.shape[1]))).reshape(-1)
+    c = np.ascontiguousarray(c).view(np.uint8).reshape(c.shape[0], -1)
+    if prefix is not None:
+        c = np.concatenate([np.ascontiguousarray(prefix, np.int64).view(np.uint8).reshape(-1, 8), c], axis=1)
+    v = c.view(np.dtype((np.void, c.shape[1]))).reshape(-1)
     return np.unique(v, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
@@ -103,10 +107,10 @@ class Cells:
     """Connected cells of a network on a 2D domain, bounded by segments and conic arcs.
 
     ``traps``: the trapezoids (:class:`~regioncount.engines._curved.Traps`, normalised coordinates);
-    ``codes (N, C)`` int32 per trapezoid (layout of ``forward_codes``); ``maps (N, out, 3)`` the output map
-    on each in normalised coordinates, or None (ReLU attention: spline pieces, no affine maps);
-    ``centre, half (2,)``: ``u = centre + half * u'``. ``order_violations``: failed arc-order checks of the
-    engine (0 when every split was consistent). ``kind``: ``"linear"`` or ``"spline"``.
+    ``codes (N, C)`` integers per trapezoid (layout of ``forward_codes``; int8 where every entry fits);
+    ``maps (N, out, 3)`` the output map on each in normalised coordinates, or None (ReLU attention: spline
+    pieces, no affine maps); ``centre, half (2,)``: ``u = centre + half * u'``. ``order_violations``: failed
+    arc-order checks of the engine (0 when every split was consistent). ``kind``: ``"linear"`` or ``"spline"``.
     """
 
     def __init__(
@@ -212,7 +216,7 @@ class Cells:
 
     @property
     def cell_codes(self) -> np.ndarray:
-        """Code of each cell ``(n_cells, C)`` int32."""
+        """Code of each cell ``(n_cells, C)``, the dtype of ``codes``."""
         return self.codes[self._cell_rep]
 
     @property
@@ -251,12 +255,21 @@ class Cells:
         lab = self.linear_region_labels(rtol)
         return None if lab is None else int(lab.max(initial=-1) + 1)
 
+    def _prefix_ids(self, code_length: int) -> np.ndarray:
+        """Distinct-code ids of the code prefixes ``codes[:, :code_length]``, built on the longest shorter
+        prefix asked for before (a scan asks for every depth in turn)."""
+        cache = self.__dict__.setdefault("_prefix_cache", {})
+        if code_length not in cache:
+            done = max((k for k in cache if k < code_length), default=0)
+            cache[code_length] = _row_ids(self.codes[:, done:code_length], cache.get(done))
+        return cache[code_length]
+
     def truncated_counts(self, code_length: int, maps: np.ndarray | None = None, rtol: float = 1e-9) -> dict:
         """Counts of the network truncated to the ops that write the first ``code_length`` code entries (a
         Transformer's first blocks): its partition is coarser than this one, so its cells are the connected
         components of trapezoids with equal code prefixes. ``maps (N, out, 3)``: the truncation's output
         maps (``prefix_maps``), for its linear regions (None: not computed)."""
-        ids = _row_ids(self.codes[:, :code_length])
+        ids = self._prefix_ids(code_length)
         E = self.trap_adjacency
         lab = _components(self.n_traps, E[ids[E[:, 0]] == ids[E[:, 1]]])
         cell = np.unique(lab, return_inverse=True)[1].reshape(-1)

@@ -317,6 +317,11 @@ class _Buf:
     def a(self) -> np.ndarray:
         return self.data[: self.n]
 
+    def whole(self) -> np.ndarray:
+        """The live rows as the buffer itself where it has no spare rows (a view would keep the buffer alive
+        after it grows), else as a view."""
+        return self.data if self.data.shape[0] == self.n else self.a
+
     def append_rows(self, src: np.ndarray):
         need = self.n + src.size
         if need > self.data.shape[0]:
@@ -350,6 +355,7 @@ class _Engine:
         self.done = 0
         self.cubic = False
         self.ties = self.reg(np.zeros(1, np.int64))
+        self.appended_from = np.zeros(0, np.int64)  # parents of the trapezoids the last split appended
 
     def reg(self, a) -> _Buf | None:
         """Make ``a (N, ...)`` follow the trapezoids; an array already registered (a residual's input is
@@ -391,6 +397,7 @@ class _Engine:
         t = self.t
         N = t.n
         sign = np.zeros(N, np.int8)
+        self.appended_from = np.zeros(0, np.int64)
         if act.size == 0:
             return sign
         s = cn.interval_sign(Qa, t.xa[act], t.xb[act], t.ylo[act], t.yhi[act])
@@ -419,7 +426,13 @@ class _Engine:
             b.a[place] = getattr(pieces, name)[from_piece]
         sign = np.concatenate([sign, sign[gsrc[extra]]])
         sign[place] = sg[from_piece]
+        self.appended_from = gsrc[extra]
         return sign
+
+    def follow(self, a: np.ndarray) -> np.ndarray:
+        """``a (N_before, ...)``, a per-trapezoid array of the caller's from before the last split, extended
+        to the trapezoids after it (appended pieces copy their parent's row)."""
+        return np.concatenate([a, a[self.appended_from]])
 
     def _tick(self):
         self.done += 1
@@ -451,28 +464,33 @@ class _Engine:
                 self._tick()
             elif isinstance(op, ReLU):
                 self._need_affine(A, "a ReLU")
-                A = self.relu(A)
+                hold, A = [A], None  # the op owns its input maps: they can be freed as they grow
+                A = self.relu(hold)
                 self._tick()
             elif isinstance(op, GroupMax):
                 self._need_affine(A, "a maxout unit")
-                A = self.group_max(A, op.k)
+                hold, A = [A], None
+                A = self.group_max(hold, op.k)
                 self._tick()
             elif isinstance(op, Attention):
                 if op.sigma == "softmax":
                     raise NotPiecewiseError("softmax attention is smooth: the network has no pieces to count")
                 self._need_affine(A, "an attention op")
-                A = self.hardmax(A, op) if op.sigma == "hardmax" else self.relu_attention(A, op)
+                hold, A = [A], None
+                A = self.hardmax(hold, op) if op.sigma == "hardmax" else self.relu_attention(hold, op)
                 self._tick()
             elif isinstance(op, Residual):
                 base = self.reg(A)
-                B = self.run(op.body, A)
+                A = None  # the body reads the registered array, which follows the splits
+                B = self.run(op.body, None if base is None else base.whole())
                 self.unreg(base)
                 A = None if (B is None or base is None) else base.a + B
             else:
                 raise TypeError(f"unknown op {type(op).__name__}")
         return A
 
-    def relu(self, Z):
+    def relu(self, hold: list):
+        Z = hold.pop()
         N, _, T, w = Z.shape
         t = self.t
         # every unit at once on the bounding boxes: an affine map's range there is exact up to rounding
@@ -480,13 +498,17 @@ class _Engine:
         rx, ry = (t.xb - t.xa) / 2, (t.yhi - t.ylo) / 2
         Zf = Z.reshape(N, 3, T * w)
         mid = Zf[:, 0] * cx[:, None] + Zf[:, 1] * cy[:, None] + Zf[:, 2]
-        rad = np.abs(Zf[:, 0]) * rx[:, None] + np.abs(Zf[:, 1]) * ry[:, None]
-        margin = 1e-12 * (np.abs(Zf).sum(axis=1) + rad)
+        a0, a1 = np.abs(Zf[:, 0]), np.abs(Zf[:, 1])
+        rad = a0 * rx[:, None] + a1 * ry[:, None]
+        margin = 1e-12 * (a0 + a1 + np.abs(Zf[:, 2]) + rad)  # no (N, 3, T w) temporary
+        del a0, a1
         bZ = self.reg(Z)
+        del Z, Zf
         off = self.code_at
         self._code_columns(T * w)[:] = mid > rad + margin
         # undecided (unit, trapezoid) pairs; pieces inherit their parent's flags (a decided sign stays)
         und = self.reg(np.abs(mid) <= rad + margin)
+        del mid, rad, margin
         for tok in range(T):
             for j in range(w):
                 col = tok * w + j
@@ -500,10 +522,12 @@ class _Engine:
         self.unreg(bZ, und)
         return bZ.a * self._code_columns(T * w, off).reshape(-1, 1, T, w)
 
-    def group_max(self, Z, k: int):
+    def group_max(self, hold: list, k: int):
+        Z = hold.pop()
         N, _, T, w = Z.shape
         n = w // k
         bZ = self.reg(Z)
+        del Z
         off = self.code_at
         self._code_columns(T * n)
         out = self.reg(np.zeros((N, 3, T, n)))
@@ -519,10 +543,8 @@ class _Engine:
                     diff = F[np.arange(c.size), :, c] - F[:, :, r]
                     ident = np.all(np.abs(diff) <= TIE_RTOL * np.abs(F).sum(axis=(1, 2))[:, None], axis=1)
                     act = (c != r) & ~ident
-                    bact, bident = self.reg(act), self.reg(ident)
                     sign = self.split(_line_conic(diff), act)
-                    act, ident = bact.a, bident.a
-                    self.unreg(bact, bident)
+                    act, ident = self.follow(act), self.follow(ident)
                     c = champ.a
                     c[:] = np.where((act & (sign < 0)) | (ident & (r < c)), r, c)
                 F = bZ.a[:, :, tok, u * k : (u + 1) * k]
@@ -532,21 +554,23 @@ class _Engine:
         self.unreg(bZ, out)
         return out.a
 
-    def hardmax(self, A, op: Attention):
+    def hardmax(self, hold: list, op: Attention):
+        A = hold.pop()
         N, _, T, d = A.shape
         H = op.heads
         bA = self.reg(A)
+        del A
         off = self.code_at
         self._code_columns(H * T)
-        out = self.reg(np.zeros((N, 3, T, d)))
+        # the winning keys of every head and query; the value rows are gathered once the op's partition is
+        # final, so that no value or query/key map has to follow the splits
+        bwin = self.reg(np.zeros((N, H, T, T), bool))
         for h in range(H):
-            bQ = self.reg(bA.a @ op.Wq[h])  # (N, 3, T, dk)
-            bK = self.reg(bA.a @ op.Wk[h])
-            bVO = self.reg((bA.a @ op.Wv[h]) @ op.Wo[h])  # (N, 3, T, d)
             for i in range(T):
                 keys = np.arange(i + 1) if op.causal else np.arange(T)
-                Qh, Kh = bQ.a, bK.a
-                bS = self.reg(_product_conic(Qh[:, :, i], Kh[:, :, keys]))
+                a = bA.a
+                bS = self.reg(_product_conic(a[:, :, i] @ op.Wq[h], a[:, :, keys] @ op.Wk[h]))
+                del a
                 x, y = self.t.witness()
                 champ = self.reg(np.argmax(cn.value(bS.a, x[:, None], y[:, None]), axis=1))
                 tie = self.reg(np.zeros(bS.a.shape[:2], bool))
@@ -558,10 +582,9 @@ class _Engine:
                     scale = np.abs(Sc).sum(axis=1) + np.abs(S[:, j]).sum(axis=1)
                     ident = np.all(np.abs(diff) <= TIE_RTOL * scale[:, None], axis=1) & (c != j)
                     act = (c != j) & ~ident
-                    bact, bident = self.reg(act), self.reg(ident)
-                    sign = self.split(diff, act)
-                    act, ident = bact.a, bident.a
-                    self.unreg(bact, bident)
+                    del S, Sc, diff, scale
+                    sign = self.split(bS.a[np.arange(c.size), c] - bS.a[:, j], act)
+                    act, ident = self.follow(act), self.follow(ident)
                     win = act & (sign < 0)
                     champ.a[win] = j
                     tie.a[win] = False
@@ -570,23 +593,32 @@ class _Engine:
                 tw = tie.a
                 self._code_columns(H * T, off)[:, h * T + i] = np.argmax(tw, axis=1)
                 self.ties.a[:] += tw.sum(axis=1) > 1
+                bwin.a[:, h, i, : keys.size] = tw
+                self.unreg(bS, champ, tie)
+        a, win = bA.a, bwin.a
+        self.unreg(bA, bwin)
+        out = np.zeros((a.shape[0], 3, T, d))
+        for h in range(H):
+            VO = (a @ op.Wv[h]) @ op.Wo[h]  # (N, 3, T, d)
+            for i in range(T):
+                keys = np.arange(i + 1) if op.causal else np.arange(T)
+                tw = win[:, h, i, : keys.size]
                 # one winner: copy its value row; tied keys (identical score maps) are averaged
                 nt = tw.sum(axis=1)
                 one = np.flatnonzero(nt == 1)
-                out.a[one, :, i, :] += bVO.a[one, :, keys[np.argmax(tw[one], axis=1)], :]
+                out[one, :, i, :] += VO[one, :, keys[np.argmax(tw[one], axis=1)], :]
                 many = np.flatnonzero(nt > 1)
                 if many.size:
                     wts = tw[many] / nt[many, None]
-                    out.a[many, :, i, :] += np.einsum("nk,nckd->ncd", wts, bVO.a[many][:, :, keys, :])
-                self.unreg(bS, champ, tie)
-            self.unreg(bQ, bK, bVO)
-        self.unreg(bA, out)
-        return out.a
+                    out[many, :, i, :] += np.einsum("nk,nckd->ncd", wts, VO[many][:, :, keys, :])
+        return out
 
-    def relu_attention(self, A, op: Attention):
+    def relu_attention(self, hold: list, op: Attention):
+        A = hold.pop()
         N, _, T, d = A.shape
         H = op.heads
         bA = self.reg(A)
+        del A
         off = self.code_at
         self._code_columns(H * T * T)
         for h in range(H):

@@ -50,3 +50,6 @@ class ResidentMemoryError(MemoryCapError):
             f"resident memory reached {resident / 2**30:.2f} GiB, past the limit of {limit / 2**30:.2f} GiB"
         )
         self.resident, self.limit = resident, limit
+
+    def __reduce__(self):  # rebuilt from its numbers when a worker process raises it
+        return type(self), (self.resident, self.limit)

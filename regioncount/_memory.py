@@ -21,9 +21,34 @@ def rss_bytes() -> int:
         return 0
 
 
-def check_rss() -> None:
-    """Raise :class:`ResidentMemoryError` when a limit is set and the process holds more than it."""
+def children_rss_bytes() -> int:
+    """Resident bytes of this process's direct children (worker processes), read from ``/proc``: a limit
+    on a whole run holds the workers too."""
+    me, total = str(os.getpid()), 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            # the parent pid is the second field after the parenthesised command name
+            if stat[stat.rindex(")") + 2 :].split()[1] != me:
+                continue
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def check_rss(children: bool = False) -> None:
+    """Raise :class:`ResidentMemoryError` when a limit is set and the process holds more than it (with
+    ``children``: the process and its worker processes together)."""
     if LIMIT is not None:
-        now = rss_bytes()
+        now = rss_bytes() + (children_rss_bytes() if children else 0)
         if now > LIMIT:
             raise ResidentMemoryError(now, LIMIT)

@@ -29,13 +29,14 @@ pass hashes the codes of every depth (prefix keys, see ``count_sampled_prefixes`
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from . import _memory
 from ._domain import Box, Segment
 from .engines._line import walk_line
-from .engines._sample import count_sampled_prefixes
 from .networks import depth_code_ends, random_transformer, truncate
 from .theory._bounds import transformer_maxout_lower
 from .theory._compile import bound_attaining_transformer, compile_maxout
@@ -156,44 +157,47 @@ def constructed_row(
     return row
 
 
-def random_rows(
-    depth: int,
-    *,
-    tokens: int = 4,
-    q: int = 2,
-    lo: float = -1.0,
-    hi: float = 2.0,
-    seeds: int = 3,
-    d_model: int = 8,
-    grid: int = 200,
-    exact_depth: int = 0,
+def _exact_random_seed(
+    q: int, tokens: int, d_model: int, depth: int, exact_depth: int, seed: int, lo: float, hi: float
 ) -> list[dict]:
-    """Random-network columns for D = 1..depth (see the module docstring)."""
+    """Exact 2D counts (:func:`_exact_random`) of the truncations D = 1..exact_depth of the seeded random
+    Transformer of depth ``depth``: one job of a scan, run in a worker process (it builds its network from
+    the seed)."""
+    out: list[dict] = []
+    net = random_transformer(q, tokens, d_model, depth, seed=seed)
+    _exact_random(truncate(net, min(exact_depth, depth)), Box(lo, hi, q), out)
+    return out
+
+
+def _sampled_columns(depth: int, *, tokens: int, q: int, lo: float, hi: float, seeds: int, d_model: int, grid: int):
+    """Per depth and seed: exact line pieces, sampled counts and Chao1 of the random hardmax Transformers, and
+    sampled spline pieces of the random ReLU-attention ones."""
+    from .engines._sample import count_sampled_prefixes  # JAX: imported only where sampling runs
+
     box = Box(lo, hi, q)
     seg = Segment(box.lo, box.hi)
-    line: list[list[int]] = [[] for _ in range(depth)]
-    sampled: list[list[int]] = [[] for _ in range(depth)]
-    chao: list[list[float]] = [[] for _ in range(depth)]
-    relu: list[list[int]] = [[] for _ in range(depth)]
-    exact: list[list[dict]] = [[] for _ in range(seeds)]
+    cols: dict[str, list[list]] = {k: [[] for _ in range(depth)] for k in ("line", "sampled", "chao", "relu")}
     for s in range(seeds):
         net = random_transformer(q, tokens, d_model, depth, seed=s)
         for D, res in enumerate(count_sampled_prefixes(net, box, depth_code_ends(net), grid=grid)):
-            sampled[D].append(res.regions)
-            chao[D].append(res.chao1)
-            line[D].append(walk_line(truncate(net, D + 1), seg).activation_pieces)
-        if exact_depth and q == 2:
-            _exact_random(truncate(net, min(exact_depth, depth)), box, exact[s])
+            cols["sampled"][D].append(res.regions)
+            cols["chao"][D].append(res.chao1)
+            cols["line"][D].append(walk_line(truncate(net, D + 1), seg).activation_pieces)
         rnet = random_transformer(q, tokens, d_model, depth, attention="relu", scale_by_T=True, seed=s)
         for D, res in enumerate(count_sampled_prefixes(rnet, box, depth_code_ends(rnet), grid=grid)):
-            relu[D].append(res.regions)
+            cols["relu"][D].append(res.regions)
+    return cols
+
+
+def _random_table(cols: dict, exact: list[list[dict]], *, depth: int, box: Box, seeds: int, d_model: int, grid: int):
+    """The random columns of each row from :func:`_sampled_columns` and the exact counts per seed."""
     rows = []
     for D in range(depth):
         row: dict[str, object] = {}
-        row["random_line_mean"], row["random_line_std"] = _mean_std(line[D])
-        row["random_sample_mean"], row["random_sample_std"] = _mean_std(sampled[D])
-        row["random_chao1_mean"], _ = _mean_std(chao[D])
-        row["relu_attention_mean"], row["relu_attention_std"] = _mean_std(relu[D])
+        row["random_line_mean"], row["random_line_std"] = _mean_std(cols["line"][D])
+        row["random_sample_mean"], row["random_sample_std"] = _mean_std(cols["sampled"][D])
+        row["random_chao1_mean"], _ = _mean_std(cols["chao"][D])
+        row["relu_attention_mean"], row["relu_attention_std"] = _mean_std(cols["relu"][D])
         ex = [e[D] for e in exact if len(e) > D]
         row["random_exact_mean"], row["random_exact_std"] = _mean_std([e["regions"] for e in ex])
         row["random_exact_linear_mean"], row["random_exact_linear_std"] = _mean_std([e["linear_regions"] for e in ex])
@@ -208,15 +212,61 @@ def random_rows(
         row["random"] = {
             "seeds": seeds,
             "d_model": d_model,
-            "line_pieces": line[D],
-            "sampled": sampled[D],
-            "chao1": chao[D],
+            "line_pieces": cols["line"][D],
+            "sampled": cols["sampled"][D],
+            "chao1": cols["chao"][D],
             "grid": grid,
             "segment": [box.lo.tolist(), box.hi.tolist()],
         }
-        row["relu_attention"] = {"sampled_spline_pieces": relu[D], "grid": grid, "lower_bound": True}
+        row["relu_attention"] = {"sampled_spline_pieces": cols["relu"][D], "grid": grid, "lower_bound": True}
         rows.append(row)
     return rows
+
+
+def random_rows(
+    depth: int,
+    *,
+    tokens: int = 4,
+    q: int = 2,
+    lo: float = -1.0,
+    hi: float = 2.0,
+    seeds: int = 3,
+    d_model: int = 8,
+    grid: int = 200,
+    exact_depth: int = 0,
+) -> list[dict]:
+    """Random-network columns for D = 1..depth (see the module docstring)."""
+    exact = [
+        _exact_random_seed(q, tokens, d_model, depth, exact_depth, s, lo, hi) if exact_depth and q == 2 else []
+        for s in range(seeds)
+    ]
+    cols = _sampled_columns(depth, tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
+    return _random_table(cols, exact, depth=depth, box=Box(lo, hi, q), seeds=seeds, d_model=d_model, grid=grid)
+
+
+def _timed(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), seconds)``: a job that reports its own time."""
+    t = time.perf_counter()
+    return fn(*args, **kwargs), time.perf_counter() - t
+
+
+def _constructed_rows(depth: int, **kw) -> list[tuple[int, tuple[dict, float]]]:
+    """``(D, (constructed_row(D), seconds))`` for D = 1..depth: the shallow constructions as one job."""
+    return [(D, _timed(constructed_row, D, **kw)) for D in range(1, depth + 1)]
+
+
+def _worker_init(limit: int | None) -> None:
+    """Worker processes hold the caller's memory limit (each checks itself where the engines grow; the
+    caller checks the sum)."""
+    _memory.LIMIT = limit
+
+
+def default_workers() -> int:
+    """Worker processes a scan uses by default: one per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def scan(
@@ -233,27 +283,89 @@ def scan(
     region_cap: int = 200_000,
     progress: Callable[[int, int], None] | None = None,
     exact_depth: int = 0,
+    workers: int = 1,
 ) -> list[dict]:
-    """Rows for D = 1..depth. ``progress(done, total)`` is called as the work advances (depth + 1 steps).
-    ``exact_depth``: count the random hardmax Transformers exactly (curved engine) up to this depth."""
+    """Rows for D = 1..depth. ``progress(done, total)`` is called as the work advances.
+    ``exact_depth``: count the random hardmax Transformers exactly (curved engine) up to this depth.
+    ``workers``: processes for the NumPy jobs (the exact counts of each construction and of each seed's random
+    Transformers), which run beside the sampled counts (JAX) of this process; 1 runs everything here, in
+    order. The rows are the same for every ``workers``. A memory limit set in :mod:`regioncount._memory`
+    holds for each worker and for this process and its workers together."""
     if depth < 1:
         raise ValueError("depth must be at least 1")
-    t0 = time.perf_counter()
-    random = random_rows(
-        depth, tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid, exact_depth=exact_depth
-    )
-    shared = (time.perf_counter() - t0) / depth
-    if progress is not None:
-        progress(1, depth + 1)
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    kw = dict(tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
+    exact_seeds = list(range(seeds)) if exact_depth and q == 2 else []
+    total = (depth + 1 if workers == 1 else 3) + len(exact_seeds)
+    done = 0
+
+    def tick():
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    sample_kw = dict(tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
+    table_kw = dict(depth=depth, box=Box(lo, hi, q), seeds=seeds, d_model=d_model, grid=grid)
+    if workers == 1:
+        t0 = time.perf_counter()
+        exact = []
+        for s in exact_seeds:
+            exact.append(_exact_random_seed(q, tokens, d_model, depth, exact_depth, s, lo, hi))
+            tick()
+        random = _random_table(_sampled_columns(depth, **sample_kw), exact, **table_kw)
+        shared = (time.perf_counter() - t0) / depth
+        tick()
+        constructed = {}
+        for D in range(1, depth + 1):
+            constructed[D] = _timed(constructed_row, D, **kw)
+            tick()
+    else:
+        import multiprocessing
+
+        # Every job runs in a fresh worker process (spawn; one job per process, so each one's memory is
+        # returned when it ends, and JAX is only imported by the sampling job); this process only waits,
+        # holding the memory limit over itself and its workers together.
+        ctx = multiprocessing.get_context("spawn")
+        pool = ctx.Pool(min(workers, 3 + len(exact_seeds)), _worker_init, (_memory.LIMIT,), maxtasksperchild=1)
+        try:
+            # largest first: the random Transformers' exact counts, the deepest construction, the sampling
+            jobs = [
+                pool.apply_async(_timed, (_exact_random_seed, q, tokens, d_model, depth, exact_depth, s, lo, hi))
+                for s in exact_seeds
+            ]
+            deep = pool.apply_async(_timed, (constructed_row, depth), kw)
+            sampled = pool.apply_async(_timed, (_sampled_columns, depth), sample_kw)
+            shallow = pool.apply_async(_timed, (_constructed_rows, depth - 1), kw)
+            pool.close()
+
+            def wait(job):
+                while not job.ready():
+                    _memory.check_rss(children=True)
+                    job.wait(0.05)
+                res = job.get()
+                tick()
+                return res
+
+            ex_done = [wait(job) for job in jobs]
+            cols, sampled_s = wait(sampled)
+            constructed = dict(wait(shallow)[0])
+            constructed[depth] = wait(deep)
+            pool.join()
+        except BaseException:
+            pool.terminate()
+            pool.join()
+            raise
+        exact = [e for e, _ in ex_done]
+        random = _random_table(cols, exact, **table_kw)
+        shared = (sampled_s + sum(sec for _, sec in ex_done)) / depth
     rows = []
     for D in range(1, depth + 1):
-        t = time.perf_counter()
-        row = constructed_row(D, tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
+        row, seconds = constructed[D]
         row.update(random[D - 1])
-        row["seconds"] = time.perf_counter() - t + shared
+        row["seconds"] = seconds + shared
         rows.append(row)
-        if progress is not None:
-            progress(D + 1, depth + 1)
     return rows
 
 

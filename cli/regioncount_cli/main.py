@@ -849,18 +849,25 @@ def scan(
     ] = False,
     memory_cap: MemoryCapOpt = 4.0,
     exact_depth: Annotated[
-        int,
+        int | None,
         typer.Option(
-            help="Also count the random hardmax Transformers exactly on the 2D box (connected cells and linear regions) up to this depth; 0: sampled only."
+            help="Count the random hardmax Transformers exactly on the 2D box (connected cells and linear regions) up to this depth, beside their sampled counts; 0: sampled only. Default: every depth."
         ),
-    ] = 0,
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            callback=at_least(1, 256),
+            help="Processes for the exact counts (constructions, random Transformers); 1: all in this process. Default: one per core.",
+        ),
+    ] = None,
 ):
     """Region counts against depth beside the Thm 4.4 lower bound for Maxout emulation (Gu, Yang, Zhou 2026).
 
     The three files in --out are replaced together: an interrupted scan leaves the old set or the new one.
     """
     from regioncount._count import PLANE_BYTES_PER_REGION
-    from regioncount._scan import counted_cells, rows_to_csv, scan as run_scan
+    from regioncount._scan import counted_cells, default_workers, rows_to_csv, scan as run_scan
     from regioncount.plotting import plot_scan
 
     guarded(lambda: checks.check_output_dir("--out", out))
@@ -884,10 +891,11 @@ def scan(
                 grid=grid,
                 region_cap=region_cap,
                 progress=bar,
-                exact_depth=exact_depth,
+                exact_depth=depth if exact_depth is None else exact_depth,
+                workers=default_workers() if workers is None else workers,
             )
 
-    if exact_depth < 0:
+    if exact_depth is not None and exact_depth < 0:
         fail(f"--exact-depth must be >= 0, got {exact_depth}", 2)
     rows = guarded(run)
     run_info = {"box": list(box), "inputs": q, "tokens": tokens, "m": m, "seeds": seeds, "d_model": d_model}

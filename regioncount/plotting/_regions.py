@@ -145,9 +145,9 @@ def draw_partition(
         cols = [cmap(norm(v)) for v, ss in by_level for _ in ss]
         ax.add_collection(LineCollection(segs, colors=cols, linewidths=1.2))
     if zero and part.maps.shape[1]:
-        segs = level_segments(part, 0.0)
-        ax.add_collection(LineCollection(list(segs), colors=_ZERO, linewidths=2.2))
-        info["zero_set_segments"] = int(len(segs))
+        zero_segs = level_segments(part, 0.0)
+        ax.add_collection(LineCollection(list(zero_segs), colors=_ZERO, linewidths=2.2))
+        info["zero_set_segments"] = int(len(zero_segs))
     info["zero_set_drawn"] = bool(info.get("zero_set_segments"))
     _frame_axes(ax, part.domain)
     return info

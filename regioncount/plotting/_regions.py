@@ -11,6 +11,7 @@ bytes, and ``plot_*`` do both at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
@@ -34,10 +35,12 @@ from .._views import (
     trapezoid_polygons,
     truncations,
 )
-from ..networks import Maxout
 from ..results import Cells, Partition
 from ._colour import PALETTE, greedy_colouring, palette
 from ._output import figure_bytes, new_figure
+
+if TYPE_CHECKING:
+    from ..networks import Maxout
 
 _EDGE = "#333333"
 _LEVEL = "#0b2a66"

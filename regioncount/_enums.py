@@ -1,7 +1,7 @@
 """The words results are labelled with, spelled once: how a count or a picture was made, and what a cell is.
 
-Each is a :class:`enum.StrEnum`, so a member *is* its string: JSON, CSV, tables and f-strings show the same
-text as before, members compare equal to plain strings, and callers may keep passing ``"sample"`` or
+Each is a :class:`enum.StrEnum`, so a member *is* its string: JSON, CSV, tables, f-strings and ``repr`` show
+the same text as before, members compare equal to plain strings, and callers may keep passing ``"sample"`` or
 ``"exact"``. Imports nothing, so every layer may use it.
 """
 
@@ -10,7 +10,15 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class Method(StrEnum):
+class _Word(StrEnum):
+    """A StrEnum that also *prints* as its string: ``repr`` is the string's own repr, so a result dict shown
+    with ``print`` or ``!r`` reads exactly as it did when these were plain strings."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Method(_Word):
     """How :func:`~regioncount.count_regions` counts (its ``method`` argument and the ``"method"`` of its result);
     :func:`~regioncount.relations.retrieval_error` takes the same words plus ``AUTO``."""
 
@@ -25,7 +33,7 @@ class Method(StrEnum):
 METHODS: tuple[Method, ...] = (Method.EXACT, Method.LINE, Method.SAMPLE)
 
 
-class Picture(StrEnum):
+class Picture(_Word):
     """How a picture of regions was made (the ``"method"`` of a figure's info): from the exact partition, or
     from a grid of sampled codes (a lower bound). Counts say ``Method.SAMPLE``; pictures say ``SAMPLED``."""
 
@@ -33,7 +41,7 @@ class Picture(StrEnum):
     SAMPLED = "sampled"
 
 
-class Kind(StrEnum):
+class Kind(_Word):
     """What the cells of a result are called (the ``"kind"`` of a count, the ``"drawn"`` of a figure)."""
 
     #: cells of a piecewise-linear network (ReLU, Maxout, hardmax attention)

@@ -47,6 +47,10 @@ def test_methods_and_kinds_are_their_strings():
         '{"m": "sample", "k": "activation regions"}'
     )
     assert f"{rc.Picture.SAMPLED}" == "sampled" and str(rc.Kind.SPLINE_PIECES) == "spline pieces"
+    # a result printed whole (notebooks print dicts and use !r) reads as it did with plain strings
+    assert (
+        repr({"kind": rc.Kind.SPLINE_PIECES, "method": rc.Method.LINE}) == "{'kind': 'spline pieces', 'method': 'line'}"
+    )
 
 
 def test_a_count_reads_the_same_with_a_string_or_an_enum_method():

@@ -3,10 +3,17 @@ beside it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
+import subprocess
+import tempfile
 import time
+from pathlib import Path
+
+#: The repository root: children run the library and the CLI from this checkout.
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_model() -> str:
@@ -65,3 +72,41 @@ class Clock:
     def __exit__(self, *exc) -> None:
         self.wall, self.cpu = time.perf_counter() - self.t0, time.process_time() - self.c0
         self.rss1 = peak_rss_kb()
+
+
+def child_env() -> dict:
+    """The environment of a child process that runs this checkout: its library and CLI first on PYTHONPATH
+    (then any PYTHONPATH already set) and one BLAS thread."""
+    paths = [str(ROOT), str(ROOT / "cli"), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "OPENBLAS_NUM_THREADS": "1"}
+
+
+def run_timed(cmd: list[str], *, cwd, timeout: float, env: dict | None = None) -> tuple[int | None, str, str, float]:
+    """Run ``cmd`` and time it from outside: ``(exit status, stdout, stderr, wall seconds)``; past ``timeout``
+    the status is None, stdout what was printed by then and stderr says so."""
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+        rc, out, err = res.returncode, res.stdout, res.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = None, e.stdout or "", f"timed out after {timeout} s"
+        out = out.decode() if isinstance(out, bytes) else out
+    return rc, out, err, time.perf_counter() - t0
+
+
+def write_json(path, doc, *, newline: bool = False) -> None:
+    """Write ``doc`` as indented JSON to ``path`` whole or not at all (a temporary file beside it, then
+    renamed); ``newline``: end the file with one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=2)
+            if newline:
+                f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

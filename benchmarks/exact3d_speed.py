@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from _machine import Clock, machine
+from _machine import Clock, machine, write_json
 
 # (widths, box half-side): 3 -> 32x3 and 3 -> 64x3, the latter at growing sides
 CASES = [
@@ -80,10 +80,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print("  ".join(f"{row[h]!s:>15}" for h in HEAD), flush=True)
     if args.json:
-        tmp = f"{args.json}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"benchmark": "exact3d_speed", "machine": machine(), "rows": rows}, f, indent=2)
-        os.replace(tmp, args.json)
+        write_json(args.json, {"benchmark": "exact3d_speed", "machine": machine(), "rows": rows})
     return 0
 
 

@@ -372,11 +372,6 @@ def output_range(src: RegionSource) -> tuple[float, float]:
     return float(img.output.min()), float(img.output.max())
 
 
-def level_values_of(src: RegionSource, levels: int) -> np.ndarray:
-    """``levels`` evenly spaced values of output 0 strictly inside its range on ``src``."""
-    return level_values(*output_range(src), levels)
-
-
 def shared_edges(part: Partition, pairs: np.ndarray, chunk: int = 4096) -> np.ndarray:
     """The boundary segments ``(S, 2, 2)`` that the regions of each pair ``(i, j)`` in ``pairs (m, 2)`` share.
 

@@ -1,9 +1,19 @@
-"""What every benchmark records about the machine it ran on (imported by the scripts beside it)."""
+"""What every benchmark records about the machine it ran on, and how it times a call (imported by the scripts
+beside it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import resource
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+#: The repository root: children run the library and the CLI from this checkout.
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_model() -> str:
@@ -24,7 +34,7 @@ def machine() -> dict:
         "nproc": os.cpu_count(),
         "cpu": cpu_model(),
         "python": platform.python_version(),
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "loadavg": load_average(),
     }
     try:
         import jax
@@ -34,3 +44,69 @@ def machine() -> dict:
     except ImportError:
         pass
     return info
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages now, to two decimals."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident memory so far, in KiB (``ru_maxrss`` on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+class Clock:
+    """``with Clock() as c:`` times the block: ``c.wall`` and ``c.cpu`` seconds (``time.process_time``, which
+    moves much less than wall time with the load of a shared machine), and this process's peak RSS in KiB
+    before and after it (``c.rss0``, ``c.rss1``). Inside the block ``c.elapsed()`` is the wall time so far."""
+
+    def __enter__(self) -> Clock:
+        self.rss0 = peak_rss_kb()
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.t0, time.process_time() - self.c0
+        self.rss1 = peak_rss_kb()
+
+
+def child_env() -> dict:
+    """The environment of a child process that runs this checkout: its library and CLI first on PYTHONPATH
+    (then any PYTHONPATH already set) and one BLAS thread."""
+    paths = [str(ROOT), str(ROOT / "cli"), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "OPENBLAS_NUM_THREADS": "1"}
+
+
+def run_timed(cmd: list[str], *, cwd, timeout: float, env: dict | None = None) -> tuple[int | None, str, str, float]:
+    """Run ``cmd`` and time it from outside: ``(exit status, stdout, stderr, wall seconds)``; past ``timeout``
+    the status is None, stdout what was printed by then and stderr says so."""
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+        rc, out, err = res.returncode, res.stdout, res.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = None, e.stdout or "", f"timed out after {timeout} s"
+        out = out.decode() if isinstance(out, bytes) else out
+    return rc, out, err, time.perf_counter() - t0
+
+
+def write_json(path, doc, *, newline: bool = False) -> None:
+    """Write ``doc`` as indented JSON to ``path`` whole or not at all (a temporary file beside it, then
+    renamed); ``newline``: end the file with one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=2)
+            if newline:
+                f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

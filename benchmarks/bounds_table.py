@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
 import time
 from collections.abc import Callable
 
-from _machine import machine
+from _machine import machine, write_json
 
 from regioncount import Box, Segment, partition_plane, partition_space, walk_line
 from regioncount.theory import (
@@ -206,10 +204,7 @@ def main(argv=None) -> int:
             "seconds": total,
             "rows": results,
         }
-        tmp = f"{args.json}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=2)
-        os.replace(tmp, args.json)
+        write_json(args.json, doc)
     bad = [r for r in results if r["matches_formula"] is False]
     for r in bad:
         print(

@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
+
+from _machine import Clock
 
 
 def measure(depth: int, seed: int) -> dict:
@@ -27,12 +27,11 @@ def measure(depth: int, seed: int) -> dict:
 
     net = random_transformer(tokens=4, d_model=8, depth=depth, seed=seed)
     box = Box([-1.0, -1.0], [2.0, 2.0])
-    t0, c0 = time.perf_counter(), time.process_time()
-    cells = partition_curved(net, box)
-    engine = time.perf_counter() - t0
-    s = cells.summary()
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with Clock() as c:
+        cells = partition_curved(net, box)
+        engine = c.elapsed()
+        s = cells.summary()
+    wall, cpu, rss = c.wall, c.cpu, c.rss1
     return {
         "depth": depth,
         "seed": seed,

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
-from _machine import machine
+from _machine import Clock, machine
 
 import regioncount as rc
 from regioncount import partition_plane, slice_through
@@ -31,10 +30,10 @@ CPU: dict[str, list[float]] = {}
 def timed(key, fn, *args, **kwargs):
     """``(result, wall seconds)``; the CPU seconds of the call go to ``CPU[key]`` (on a shared machine
     wall time moves with the load, CPU time much less)."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = fn(*args, **kwargs)
-    CPU.setdefault(key, []).append(time.process_time() - c0)
-    return out, time.perf_counter() - t0
+    with Clock() as c:
+        out = fn(*args, **kwargs)
+    CPU.setdefault(key, []).append(c.cpu)
+    return out, c.wall
 
 
 def main(argv=None):

@@ -18,13 +18,11 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
-import time
 import tracemalloc
 
 import numpy as np
-from _machine import cpu_model
+from _machine import Clock, cpu_model, load_average, peak_rss_kb
 
 from regioncount import Box, partition_plane, random_mlp
 
@@ -38,34 +36,31 @@ def measure(widths, seed: int, repeat: int, lo: float, hi: float, once: bool = F
     box = Box(lo, hi, 2)
     if once:
         # a single cold run: wall and CPU time, and how far it pushed the process's peak RSS
-        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        t0, c0 = time.perf_counter(), time.process_time()
-        part = partition_plane(net, box)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with Clock() as c:
+            part = partition_plane(net, box)
         return {
             "widths": "x".join(map(str, widths)),
             "regions": part.n_regions,
-            "seconds": round(wall, 2),
-            "cpu_seconds": round(cpu, 2),
-            "regions_per_s": round(part.n_regions / wall),
-            "peak_rss_mb": round(rss1 / 1024, 1),
-            "peak_rss_growth_mb": round((rss1 - rss0) / 1024, 1),
+            "seconds": round(c.wall, 2),
+            "cpu_seconds": round(c.cpu, 2),
+            "regions_per_s": round(part.n_regions / c.wall),
+            "peak_rss_mb": round(c.rss1 / 1024, 1),
+            "peak_rss_growth_mb": round((c.rss1 - c.rss0) / 1024, 1),
             "partition_mb": round(part.nbytes / 2**20, 1),
         }
     partition_plane(net, box)  # warm-up
     times, cpu = [], []
     for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        part = partition_plane(net, box)
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with Clock() as c:
+            part = partition_plane(net, box)
+        times.append(c.wall)
+        cpu.append(c.cpu)
+    rss0 = peak_rss_kb()
     tracemalloc.start()
     part = partition_plane(net, box)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss1 = peak_rss_kb()
     best = min(times)
     return {
         "widths": "x".join(map(str, widths)),
@@ -102,7 +97,7 @@ def main():
         "cpu": cpu_model(),
         "numpy": np.__version__,
         "python": platform.python_version(),
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "loadavg": load_average(),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
     }
     rows = [measure(c, args.seed, args.repeat, *args.box, once=args.once) | {"seed": args.seed} for c in cases]

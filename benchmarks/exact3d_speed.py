@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
 
-from _machine import machine
+from _machine import Clock, machine, write_json
 
 # (widths, box half-side): 3 -> 32x3 and 3 -> 64x3, the latter at growing sides
 CASES = [
@@ -42,11 +40,9 @@ def one(widths, side: float, seed: int) -> dict:
     net = random_mlp(3, list(widths), 1, seed=seed, init="torch")
     box = Box(-side, side, 3)
     partition_space(random_mlp(3, [4], 1, seed=0), Box(-1, 1, 3))  # import and first-call costs out of the way
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0, c0 = time.perf_counter(), time.process_time()
-    part = partition_space(net, box)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with Clock() as c:
+        part = partition_space(net, box)
+    wall, cpu, rss0, rss1 = c.wall, c.cpu, c.rss0, c.rss1
     return {
         "widths": "x".join(map(str, widths)),
         "box": f"[-{side:g}, {side:g}]^3",
@@ -84,10 +80,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print("  ".join(f"{row[h]!s:>15}" for h in HEAD), flush=True)
     if args.json:
-        tmp = f"{args.json}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"benchmark": "exact3d_speed", "machine": machine(), "rows": rows}, f, indent=2)
-        os.replace(tmp, args.json)
+        write_json(args.json, {"benchmark": "exact3d_speed", "machine": machine(), "rows": rows})
     return 0
 
 

@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _machine import child_env
 
 
 def peak_rss_of(argv: list[str]) -> tuple[int, float, int, str]:
     """Run ``regioncount argv`` in a child; return (exit status, wall seconds, peak RSS bytes, stderr)."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'cli'}", "OPENBLAS_NUM_THREADS": "1"}
+    env = child_env()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
         p = subprocess.Popen(

@@ -20,11 +20,10 @@ The measured slope is the least-squares slope of log(mean error) against log(N).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
-from _machine import machine
+from _machine import machine, write_json
 
 from regioncount import Box
 from regioncount.relations import fit_relation, retrieval_error, retrieval_partition
@@ -118,8 +117,7 @@ def main() -> int:
         f"rate: -0.5); mistake areas exact; total {res['seconds']:.1f} s"
     )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=2)
+        write_json(args.json, res)
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import machine
+from _machine import machine, run_timed, write_json
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -99,14 +98,7 @@ def run_script(path: Path, quick: bool, tmp: Path, timeout: float) -> dict:
         notes.append("no --json: stdout kept as text")
     shown = [str(path.relative_to(ROOT)), *(a if a != str(json_file) else f"<tmp>/{name}.json" for a in cmd[2:])]
     print(f"--> {name}: python {' '.join(shown)}", flush=True)
-    t0 = time.perf_counter()
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-        rc, out, err = res.returncode, res.stdout, res.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = None, e.stdout or "", f"timed out after {timeout} s"
-        out = out.decode() if isinstance(out, bytes) else out
-    seconds = time.perf_counter() - t0
+    rc, out, err, seconds = run_timed(cmd, cwd=ROOT, timeout=timeout)
     if json_file is not None:
         results = parse_json_output(json_file.read_text()) if json_file.exists() else None
     elif flags["json"] == "flag":
@@ -142,13 +134,9 @@ def run_scan(depth: int, tmp: Path, timeout: float) -> dict:
     out_dir = tmp / "scan_out"
     cmd = [*regioncount_command(), "scan", "--depth", str(depth), "--out", str(out_dir)]
     print(f"--> scan: regioncount scan --depth {depth} --out <tmp> (cold, new process)", flush=True)
-    t0 = time.perf_counter()
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=timeout)
-        rc, out, err = res.returncode, res.stdout, res.stderr
-    except subprocess.TimeoutExpired:
-        rc, out, err = None, "", f"timed out after {timeout} s"
-    seconds = time.perf_counter() - t0
+    rc, out, err, seconds = run_timed(cmd, cwd=tmp, timeout=timeout)
+    if rc is None:
+        out = ""  # a scan cut short: its partial output is not a result
     scan_json = out_dir / "scan.json"
     rows = json.loads(scan_json.read_text()) if scan_json.exists() else None
     entry = {
@@ -222,21 +210,6 @@ def summarise(name: str, entry: dict) -> list[str]:
     return lines
 
 
-def write_whole(path: Path, doc: dict) -> None:
-    """Write ``doc`` as JSON to ``path`` whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="pass --quick to every script; scan at depth 6")
@@ -268,7 +241,7 @@ def main(argv=None) -> int:
         if not args.only or "scan" in args.only:
             doc["benchmarks"]["scan"] = run_scan(depth, tmp, args.timeout)
     doc["seconds"] = round(time.perf_counter() - t0, 1)
-    write_whole(args.out, doc)
+    write_json(args.out, doc, newline=True)
     print()
     print(f"summary ({'quick' if args.quick else 'full'} run, {doc['seconds']:.0f} s, {doc['machine']['nproc']} CPUs):")
     for name, entry in doc["benchmarks"].items():

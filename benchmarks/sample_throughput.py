@@ -7,12 +7,12 @@ Usage: python benchmarks/sample_throughput.py [--points N] [--repeats R] [--json
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
 import jax
 import numpy as np
+from _machine import write_json
 
 import regioncount as rc
 from regioncount import Box, count_sampled, forward_codes
@@ -76,8 +76,7 @@ def main(argv=None):
             f"{r['network']:40s} {r['points']:>10,d} {r['forward_pts_per_s']:>12,.0f} {r['count_pts_per_s']:>12,.0f} {r['ratio']:>6.2f}"
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+        write_json(args.json, rows)
     return rows
 
 

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from _machine import machine
+from _machine import Clock, load_average, machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WIDTHS = {"1e4": 180, "1e5": 570, "1e6": 1800, "1e7": 5700}
@@ -66,19 +66,17 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
         regions, linear = res.regions, res.linear_regions
         row["pieces"] = res.pieces
     else:
-        base = _rss_mb()
-        t0, c0 = time.perf_counter(), time.process_time()
-        if tiles:
-            res = count_tiled(net, box, tiles)
-            regions, linear = res.regions, res.linear_regions
-            row["pieces"] = res.pieces
-        else:
-            part = partition_plane(net, box)
-            regions, linear = part.n_regions, part.linear_regions()
-            row["partition_mb"] = round(part.nbytes / 2**20, 1)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        peak = _rss_mb()
-        row["growth_mb"] = round(peak - base, 1)
+        with Clock() as c:
+            if tiles:
+                res = count_tiled(net, box, tiles)
+                regions, linear = res.regions, res.linear_regions
+                row["pieces"] = res.pieces
+            else:
+                part = partition_plane(net, box)
+                regions, linear = part.n_regions, part.linear_regions()
+                row["partition_mb"] = round(part.nbytes / 2**20, 1)
+        wall, cpu, peak = c.wall, c.cpu, c.rss1 / 1024
+        row["growth_mb"] = round(peak - c.rss0 / 1024, 1)
     row.update(
         regions=regions,
         linear_regions=linear,
@@ -87,7 +85,7 @@ def measure_one(width: int, tiles: int | None, workers: int | None, seed: int = 
         regions_per_s=round(regions / wall),
         peak_rss_mb=round(peak, 1),
         bytes_per_region=round(row["growth_mb"] * 2**20 / regions),
-        loadavg=[round(x, 2) for x in os.getloadavg()],
+        loadavg=load_average(),
     )
     return row
 
@@ -104,11 +102,9 @@ def measure_construction(spec: str, tiles: int) -> dict:
     )
     if layout == "maxout":
         net = info["maxout"]
-    base = _rss_mb()
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = count_tiled(net, Box(*info["box"]), tiles)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    peak = _rss_mb()
+    with Clock() as c:
+        res = count_tiled(net, Box(*info["box"]), tiles)
+    wall, cpu, base, peak = c.wall, c.cpu, c.rss0 / 1024, c.rss1 / 1024
     return {
         "construction": spec,
         "tiles": tiles,
@@ -121,7 +117,7 @@ def measure_construction(spec: str, tiles: int) -> dict:
         "cpu_seconds": round(cpu, 2),
         "peak_rss_mb": round(peak, 1),
         "bytes_per_region": round((peak - base) * 2**20 / res.regions),
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "loadavg": load_average(),
     }
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,9 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _machine import machine
+from _machine import ROOT, child_env, machine
 
-ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "import sys; from regioncount_cli.main import main; sys.exit(main())"]
 
 
@@ -42,14 +40,9 @@ def _torch_mlp(path: Path) -> None:
     np.savez(path, **arrays)
 
 
-def _env() -> dict:
-    paths = [str(ROOT), str(ROOT / "cli"), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "OPENBLAS_NUM_THREADS": "1"}
-
-
 def _run(cmd: list[str]) -> tuple[float, str]:
     t = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=300)
     wall = time.perf_counter() - t
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
@@ -58,7 +51,7 @@ def _run(cmd: list[str]) -> tuple[float, str]:
 
 def _imports_jax(cmd: list[str]) -> bool:
     out = subprocess.run(
-        [cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300
+        [cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=300
     )
     # importtime lines read "import time: self | cumulative | <indent>module"
     return any(line.split("|")[-1].strip() == "jax" for line in out.stderr.splitlines() if "|" in line)

@@ -28,6 +28,27 @@ _EXPORTS = {
     "slice_through": "._domain",
     "count_decisions": "._decide",
     "class_of_cells": "._decide",
+    # labels of results (str enums: members equal their strings)
+    "Method": "._enums",
+    "Picture": "._enums",
+    "Kind": "._enums",
+    # what a picture shows, computed (regioncount.plotting draws these)
+    "RegionSource": "._views",
+    "SampledImage": "._views",
+    "region_source": "._views",
+    "sample_image": "._views",
+    "exact_partition": "._views",
+    "exact_solid": "._views",
+    "level_segments": "._views",
+    "level_values": "._views",
+    "shared_edges": "._views",
+    "truncations": "._views",
+    "Section": "._views",
+    "box_sections": "._views",
+    "CompiledComparison": "._views",
+    "compare_compiled": "._views",
+    "DecisionView": "._views",
+    "decision_view": "._views",
     # errors
     "CurvedBoundaryError": "._errors",
     "DegreeTooHighError": "._errors",
@@ -115,6 +136,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         Slice as Slice,
         slice_through as slice_through,
     )
+    from ._enums import Kind as Kind, Method as Method, Picture as Picture
     from ._errors import (
         CertificateError as CertificateError,
         CurvedBoundaryError as CurvedBoundaryError,
@@ -130,6 +152,24 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from ._io import load_model as load_model, save_model as save_model, write_atomic as write_atomic
     from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
     from ._scan import rows_to_csv as rows_to_csv, scan as scan
+    from ._views import (
+        CompiledComparison as CompiledComparison,
+        DecisionView as DecisionView,
+        RegionSource as RegionSource,
+        SampledImage as SampledImage,
+        Section as Section,
+        box_sections as box_sections,
+        compare_compiled as compare_compiled,
+        decision_view as decision_view,
+        exact_partition as exact_partition,
+        exact_solid as exact_solid,
+        level_segments as level_segments,
+        level_values as level_values,
+        region_source as region_source,
+        sample_image as sample_image,
+        shared_edges as shared_edges,
+        truncations as truncations,
+    )
     from .engines._curved import partition_curved as partition_curved
     from .engines._forward import forward_codes as forward_codes
     from .engines._line import LinePieces as LinePieces, walk_line as walk_line

@@ -8,10 +8,10 @@ import numpy as np
 
 from ._config import DEFAULT_MEMORY_CAP
 from ._domain import AffineSlice, Box, Segment, Slice
+from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
-METHODS = ("exact", "line", "sample")
 #: Dimensions beyond which the space engine is not tried (vertices and facets grow too fast).
 MAX_SPACE_DIM = 8
 #: Peak resident bytes per region of the plane engine, measured (benchmarks/README.md: 10^6 regions in
@@ -21,14 +21,14 @@ PLANE_BYTES_PER_REGION = 1536
 SPACE_BYTES_PER_REGION = 12288
 
 
-def region_kind(net) -> str:
+def region_kind(net) -> Kind:
     """What a cell of ``net`` is called: ``"activation regions"`` for piecewise-linear nets; ``"spline
     pieces"`` with ReLU attention (a cubic spline per block, Lai, Lim, Liu 2024); with softmax attention the
     map is smooth and only the FFN ReLU codes are counted: ``"FFN ReLU codes (softmax is smooth)"``."""
     program = lower(net)
     if any(isinstance(op, Attention) and op.sigma == "softmax" for op, _, _ in walk_widths(program)):
-        return "FFN ReLU codes (softmax is smooth)"
-    return "activation regions" if is_piecewise_linear(program) else "spline pieces"
+        return Kind.SOFTMAX_CODES
+    return Kind.ACTIVATION_REGIONS if is_piecewise_linear(program) else Kind.SPLINE_PIECES
 
 
 def default_segment(box: Box) -> Segment:
@@ -91,7 +91,7 @@ def count_regions(
     net,
     domain,
     *,
-    method: str = "exact",
+    method: Method | str = Method.EXACT,
     grid: int | None = None,
     samples: int | None = None,
     seed: int = 0,
@@ -126,19 +126,20 @@ def count_regions(
     runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
     folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
     """
-    if certify and method != "exact":
+    if certify and method != Method.EXACT:
         raise RegionCountError("certify applies to exact 2D counts (method 'exact')")
     if method not in METHODS:
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+    method = Method(method)
     kind = region_kind(net)
-    if tiles is not None and not (method == "exact" and (isinstance(domain, Slice) or domain.dim == 2)):
+    if tiles is not None and not (method == Method.EXACT and (isinstance(domain, Slice) or domain.dim == 2)):
         raise RegionCountError(
             "tiles split a 2D domain for an exact count: use them with --method exact on a 2D box or slice"
         )
     if shards is not None and tiles is None:
         raise RegionCountError("disk shards hold the partitions of tiles: give tiles as well")
     t0 = time.perf_counter()
-    if method == "sample":
+    if method == Method.SAMPLE:
         from .engines._sample import count_sampled
 
         if grid is None and samples is None:
@@ -156,13 +157,13 @@ def count_regions(
         )
         out = res.as_dict()
         out.pop("exact")
-        out.update(method="sample", exact=False, linear_regions=None, kind=kind)
+        out.update(method=Method.SAMPLE, exact=False, linear_regions=None, kind=kind)
     else:
         if isinstance(domain, Box) and domain.dim == 1:
             domain = Segment(domain.lo, domain.hi)
         if isinstance(domain, AffineSlice) and domain.dim <= 2:
             domain = _lower_slice(domain)
-        if method == "line" and isinstance(domain, Box):
+        if method == Method.LINE and isinstance(domain, Box):
             domain = default_segment(domain)
         if isinstance(domain, Segment):
             from .engines._line import walk_line
@@ -178,7 +179,7 @@ def count_regions(
                 "predicates": int(pieces.predicates),
                 "exact_predicates": int(pieces.exact_predicates),
             }
-        elif method == "exact" and (isinstance(domain, Slice) or domain.dim == 2):
+        elif method == Method.EXACT and (isinstance(domain, Slice) or domain.dim == 2):
             from .engines._plane import partition_plane
 
             cap = memory_cap or DEFAULT_MEMORY_CAP
@@ -237,7 +238,7 @@ def count_regions(
                         failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
                         raise CertificateError("the certificate failed: " + "; ".join(failed))
                 out.update(method=method, exact=st["assumed"] == 0, kind=kind)
-        elif method == "exact" and (isinstance(domain, AffineSlice) or domain.dim >= 3):
+        elif method == Method.EXACT and (isinstance(domain, AffineSlice) or domain.dim >= 3):
             from .engines._space import partition_space
 
             if domain.dim > MAX_SPACE_DIM:

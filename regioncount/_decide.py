@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from ._enums import Method
 from ._errors import MemoryCapError, RegionCountError
 from .networks import DecisionNet, class_position, lower
 from .results import decision_summary
@@ -54,7 +55,7 @@ def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None
         "linear_regions": int(base.linear_regions()),
         "decision_cells": int(dec.n_regions),
         **decision_summary(dec, cls),
-        "method": "exact",
+        "method": Method.EXACT,
         "exact": True,
         "kind": region_kind(net),
     }

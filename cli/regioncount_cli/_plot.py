@@ -224,8 +224,7 @@ def plot(
     )
 
     def _sections(net):
-        from regioncount._errors import CurvedBoundaryError, MemoryCapError
-        from regioncount.engines._space import partition_space
+        from regioncount import exact_solid
         from regioncount.plotting import figure_bytes, figure_sections
 
         if layers or need_exact or linear:
@@ -238,12 +237,7 @@ def plot(
         if section_axis is not None and not 1 <= section_axis <= net.input_dim:
             raise RegionCountError(f"--section-axis must be in 1..{net.input_dim}, got {section_axis}")
         box3 = Box(box[0], box[1], net.input_dim)
-        solid = None
-        if not sampled and grid is None:
-            try:
-                solid = partition_space(net, box3, max_regions=max_regions)
-            except (CurvedBoundaryError, MemoryCapError):
-                solid = None
+        solid = exact_solid(net, box3, max_regions=max_regions) if not sampled and grid is None else None
         axis = None if section_axis is None else section_axis - 1
         fig, info = figure_sections(
             net,
@@ -292,16 +286,14 @@ def plot(
             return info, {out: figure_bytes(fig, fmt, dpi)}, None
         part = None
         if need_exact:  # refuse before drawing anything
-            from regioncount._errors import CurvedBoundaryError, MemoryCapError
-            from regioncount.engines._plane import partition_plane
+            from regioncount import exact_partition
 
-            try:
-                part = partition_plane(net, dom, max_regions=max_regions)
-            except (CurvedBoundaryError, MemoryCapError) as e:
+            part, why = exact_partition(net, dom, max_regions=max_regions)
+            if part is None:
                 raise RegionCountError(
                     "--stats, --graph and --graphml need the exact partition, and this one can only be sampled "
-                    f"({_no_method_advice(str(e))})"
-                ) from None
+                    f"({_no_method_advice(why or '')})"
+                )
         fig, info = figure_regions(
             net,
             dom,

@@ -1,6 +1,15 @@
-"""Figures (matplotlib, Agg). ``figure_*`` return ``(Figure, info)``; ``plot_*`` return image bytes, so callers
+"""Figures (matplotlib, Agg): they draw results that the library computed (:mod:`regioncount._views`: what a
+picture shows, exact or sampled; its names are re-exported here). ``figure_*`` return ``(Figure, info)``; ``plot_*`` return image bytes, so callers
 write files whole; :func:`figure_bytes` renders a figure in png, svg or pdf."""
 
+from .._views import (
+    RegionSource as RegionSource,
+    SampledImage as SampledImage,
+    level_segments as level_segments,
+    region_source as region_source,
+    sample_image as sample_image,
+    truncations as truncations,
+)
 from ._colour import PALETTE as PALETTE, greedy_colouring as greedy_colouring
 from ._decision import figure_decision as figure_decision
 from ._depth import plot_scan as plot_scan
@@ -14,17 +23,11 @@ from ._graph import (
 from ._line import figure_line as figure_line, plot_line as plot_line
 from ._output import FORMATS as FORMATS, figure_bytes as figure_bytes, format_of as format_of
 from ._regions import (
-    RegionSource as RegionSource,
-    SampledImage as SampledImage,
     figure_compiled as figure_compiled,
     figure_regions as figure_regions,
-    level_segments as level_segments,
     plot_compiled as plot_compiled,
     plot_regions as plot_regions,
     region_colours as region_colours,
-    region_source as region_source,
-    sample_image as sample_image,
-    truncations as truncations,
 )
 from ._retrieval import figure_retrieval as figure_retrieval, plot_retrieval as plot_retrieval
 from ._sections import axis_sections as axis_sections, figure_sections as figure_sections

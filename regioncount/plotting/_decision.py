@@ -6,19 +6,10 @@ import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.patches import Patch
 
-from .._decide import decision_partitions
-from .._errors import MemoryCapError, RegionCountError
-from ..results import decision_labels
+from .._enums import Kind, Picture
+from .._views import DEFAULT_MAX_REGIONS, decision_view, domain_info
 from ._output import new_figure
-from ._regions import (
-    DEFAULT_MAX_REGIONS,
-    _domain_info,
-    _edge_width,
-    _frame_axes,
-    _polygons,
-    draw_partition,
-    shared_edges,
-)
+from ._regions import _edge_width, _frame_axes, _polygons, draw_partition
 
 _BOUNDARY = "#111111"
 
@@ -52,14 +43,8 @@ def figure_decision(
     colour of its predicted class and draws the decision boundary (edges between cells of different
     classes) bold. ``points (3, 2)``: data points in ``(u1, u2)`` to mark, named by ``point_names``.
     """
-    try:
-        base, dec, cls = decision_partitions(net, domain, max_regions=max_regions)
-    except MemoryCapError as e:
-        raise RegionCountError(f"decision regions need the exact partition, and it has too many cells ({e})") from None
-    n_cls = int(classes or max(int(cls.max()) + 1 if cls.size else 1, getattr(net, "output_dim", 1), 2))
-    lab = decision_labels(dec, cls)
-    E = dec.adjacency()
-    boundary = shared_edges(dec, E[cls[E[:, 0]] != cls[E[:, 1]]]) if E.size else np.zeros((0, 2, 2))
+    view = decision_view(net, domain, classes=classes, max_regions=max_regions)
+    base, dec, cls, boundary = view.base, view.cells, view.classes, view.boundary
     fig = new_figure(16.5, 6.0)
     axes = fig.subplots(1, 3, squeeze=True)
     n, lin = base.n_regions, base.linear_regions()
@@ -67,7 +52,7 @@ def figure_decision(
     axes[0].set_title(f"{n:,} activation regions (exact)", fontsize=10)
     draw_partition(axes[1], base, linear=True)
     axes[1].set_title(f"{lin:,} linear regions (exact)", fontsize=10)
-    fills = class_colours(n_cls)
+    fills = class_colours(view.n_classes)
     pc = PolyCollection(
         _polygons(dec),
         facecolors=[fills[c] for c in cls],
@@ -79,8 +64,8 @@ def figure_decision(
     ax.add_collection(pc)
     ax.add_collection(LineCollection(list(boundary), colors=_BOUNDARY, linewidths=2.0))
     _frame_axes(ax, domain)
-    n_dec = int(np.unique(lab).size)
-    present = np.unique(cls)
+    n_dec = view.decision_regions
+    present = view.present
     ax.set_title(f"{n_dec:,} decision regions, {present.size} classes (exact)", fontsize=10)
     ax.legend(
         handles=[Patch(facecolor=fills[c], edgecolor="#666666", label=f"class {c}") for c in present],
@@ -91,9 +76,9 @@ def figure_decision(
     for a in axes:
         _mark_points(a, points, point_names)
     info = {
-        "method": "exact",
+        "method": Picture.EXACT,
         "exact": True,
-        "kind": "activation regions",
+        "kind": Kind.ACTIVATION_REGIONS,
         "regions": int(n),
         "linear_regions": int(lin),
         "decision_regions": n_dec,
@@ -101,7 +86,7 @@ def figure_decision(
         "classes_present": [int(c) for c in present],
         "decision_boundary_segments": int(len(boundary)),
         "drawn": "activation regions, linear regions, decision regions",
-        **_domain_info(domain),
+        **domain_info(domain),
     }
     if points is not None:
         info["points_u"] = np.asarray(points).tolist()

@@ -7,8 +7,9 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 
-from .._domain import Segment
+from .._enums import Kind, Method
 from .._errors import RegionCountError
+from .._views import line_pieces
 from ._output import figure_bytes, new_figure
 
 #: Piece colours, darker than the region fills so thin curves stay visible; neighbours always differ.
@@ -36,10 +37,7 @@ def figure_line(net, segment, *, output: int = 0, title: str | None = None):
     break (filled: the output polynomial changes; hollow: only the activation code changes); a rug of the
     breaks under the curve. ReLU attention is labelled "spline pieces", never linear regions.
     """
-    from ..engines._line import walk_line
-
-    seg = segment if isinstance(segment, Segment) else Segment(*segment)
-    lp = walk_line(net, seg)
+    seg, lp = line_pieces(net, segment)
     if not 0 <= output < lp.output.shape[1]:
         raise RegionCountError(f"--output must be between 0 and {lp.output.shape[1] - 1}, got {output}")
     curves = piece_curves(lp, output)
@@ -81,9 +79,9 @@ def figure_line(net, segment, *, output: int = 0, title: str | None = None):
         handles.append(Line2D([], [], ls="", marker="o", mfc="white", mec="k", ms=4.5, label=legend[1]))
     ax.legend(handles=handles, fontsize=7.5, loc="best", framealpha=0.85)
     info = {
-        "method": "line",
+        "method": Method.LINE,
         "exact": True,
-        "kind": "activation pieces" if lp.kind == "linear" else "spline pieces",
+        "kind": Kind.ACTIVATION_PIECES if lp.kind == "linear" else Kind.SPLINE_PIECES,
         "pieces": n,
         "linear_pieces": lp.linear_pieces if lp.kind == "linear" else None,
         "polynomial_pieces": lp.polynomial_pieces,

@@ -5,6 +5,7 @@ over them, and the mistaken area hatched. Draws a :class:`~regioncount.relations
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -57,7 +58,9 @@ def figure_retrieval(retrieval, error=None, *, title: str | None = None):
     ax.add_collection(PolyCollection(polys, facecolors=face, edgecolors=face, linewidths=0.3))
     for ring in (r for cell in retrieval.cells for r in _rings(cell)):
         ax.plot(ring[:, 0], ring[:, 1], color=_EDGE, lw=0.9)
-    handles = [Patch(facecolor=colours[k], edgecolor=_EDGE, label=f"key {k}") for k in retrieval.retrieved[:12]]
+    handles: list[Artist] = [
+        Patch(facecolor=colours[k], edgecolor=_EDGE, label=f"key {k}") for k in retrieval.retrieved[:12]
+    ]
     info = {
         "keys": n,
         "retrieved_keys": int(retrieval.retrieved.size),
@@ -70,7 +73,7 @@ def figure_retrieval(retrieval, error=None, *, title: str | None = None):
             for ring in (r for cell in error.target_cells for r in _rings(cell)):
                 ax.plot(ring[:, 0], ring[:, 1], color=_TARGET, lw=1.1, ls="--")
         elif error.target_grid is not None:
-            ax.add_collection(LineCollection(_label_edges(error.target_grid, lo, hi), colors=_TARGET, lw=0.8))
+            ax.add_collection(LineCollection(list(_label_edges(error.target_grid, lo, hi)), colors=_TARGET, lw=0.8))
         if error.mistakes:
             for ring in (r for m in error.mistakes for r in _rings(m)):
                 ax.fill(ring[:, 0], ring[:, 1], facecolor="none", edgecolor=_EDGE, hatch="////", lw=0)

@@ -10,44 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._domain import Box, Slice
-from .._errors import DomainError
-from ..networks import lower
-from ._output import new_figure
-from ._regions import (
+from .._domain import Box
+from .._views import (
     DEFAULT_MAX_REGIONS,
-    _domain_info,
-    _level_legend,
-    _output_range,
-    draw_source,
+    axis_sections as axis_sections,
+    box_sections,
+    domain_info,
     level_values,
-    region_source,
+    output_range,
 )
-
-
-def axis_sections(box: Box, count: int = 3, axis: int | None = None) -> list[tuple[str, Slice, int, float]]:
-    """``count`` planes ``x_axis = value`` at evenly spaced interior values of a box of dimension >= 3
-    (``axis`` defaults to the last input), spanned by the first two other inputs, the rest at the box's
-    centre. Returns ``(label, slice, axis, value)`` per section."""
-    q = box.dim
-    if q < 3:
-        raise DomainError(f"cross-sections are for boxes of dimension 3 or more, got {q}")
-    axis = q - 1 if axis is None else int(axis)
-    if not 0 <= axis < q:
-        raise DomainError(f"section axis must be in 0..{q - 1}, got {axis}")
-    if count < 1:
-        raise DomainError(f"give at least one section, got {count}")
-    i, j = [a for a in range(q) if a != axis][:2]
-    ctr = (box.lo + box.hi) / 2
-    out = []
-    for f in (np.arange(count) + 1) / (count + 1):
-        x0 = ctr.copy()
-        x0[i] = x0[j] = 0.0
-        x0[axis] = box.lo[axis] + f * (box.hi[axis] - box.lo[axis])
-        e1, e2 = np.eye(q)[i], np.eye(q)[j]
-        sl = Slice(x0, e1, e2, (box.lo[i], box.lo[j]), (box.hi[i], box.hi[j]))
-        out.append((f"x{axis + 1} = {x0[axis]:.4g}", sl, axis, float(x0[axis])))
-    return out
+from ..results import Polytopes
+from ._output import new_figure
+from ._regions import _level_legend, draw_source
 
 
 def figure_sections(
@@ -56,7 +30,7 @@ def figure_sections(
     *,
     count: int = 3,
     axis: int | None = None,
-    solid=None,
+    solid: Polytopes | None = None,
     linear: bool = False,
     levels: int = 0,
     zero: bool = False,
@@ -68,29 +42,23 @@ def figure_sections(
 
     ``solid``: the exact partition of the box (Polytopes), used to state the box's count in the title and
     how many of its regions each section meets."""
-    program = lower(net)
-    if program.input_dim != box.dim:
-        raise DomainError(f"the box is {box.dim}D but the network takes {program.input_dim} inputs")
-    secs = axis_sections(box, count, axis)
-    srcs = [region_source(net, sl, sampled=sampled, grid=grid, max_regions=max_regions) for _, sl, _, _ in secs]
-    values = level_values(*_output_range(srcs[-1]), levels)
+    secs = box_sections(
+        net, box, count=count, axis=axis, solid=solid, sampled=sampled, grid=grid, max_regions=max_regions
+    )
+    values = level_values(*output_range(secs[-1].source), levels)
     k = len(secs)
     fig = new_figure(4.2 * k + 0.3, 4.7 + (0.35 if (levels or zero) else 0.0))
     axes = fig.subplots(1, k, squeeze=False).ravel()
     panels = []
-    for ax, (label, sl, a, value), src in zip(axes, secs, srcs, strict=True):
-        met = None
-        if solid is not None:
-            w = np.zeros(box.dim + 1)
-            w[a], w[-1] = 1.0, -value
-            met = int(solid.meets_hyperplane(w).size)
+    for ax, sec in zip(axes, secs, strict=True):
+        label, sl, met = sec.label, sec.slice, sec.solid_regions_met
         prefix = f"cross-section {label}" + ("" if met is None else f", meets {met:,} of the {box.dim}D regions")
-        inf = draw_source(ax, src, linear=linear, levels=values, zero=zero, title_prefix=prefix + "\n")
+        inf = draw_source(ax, sec.source, linear=linear, levels=values, zero=zero, title_prefix=prefix + "\n")
         ax.title.set_fontsize(9)
         i, j = np.flatnonzero(sl.v1)[0], np.flatnonzero(sl.v2)[0]
         ax.set_xlabel(f"x{i + 1}")
         ax.set_ylabel(f"x{j + 1}")
-        inf.update({"section": label, "axis": a, "value": value, **_domain_info(sl)})
+        inf.update({"section": label, "axis": sec.axis, "value": sec.value, **domain_info(sl)})
         inf["solid_regions_met"] = met
         panels.append(inf)
     _level_legend(fig, values, zero)

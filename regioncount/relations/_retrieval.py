@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from .._domain import Box, Slice
+from .._enums import Method
 from .._errors import DomainError, KeySetError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
@@ -54,6 +55,11 @@ def _score_maps(program: Program, domain, codes: np.ndarray) -> np.ndarray:
         else:
             raise TypeError(f"a retrieval program has no {type(op).__name__} op")
     return A.transpose(0, 2, 1)
+
+
+def _param_box(domain: Box | Slice) -> tuple[np.ndarray, np.ndarray]:
+    """The rectangle ``lo, hi (2,)`` of a domain's parameters ``(u1, u2)``, as float64."""
+    return np.asarray(domain.param_lo, dtype=np.float64), np.asarray(domain.param_hi, dtype=np.float64)
 
 
 def _evaluate(maps: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -103,7 +109,7 @@ class Retrieval:
     model: RelationModel
     keys: np.ndarray
     key_bias: np.ndarray
-    domain: object
+    domain: Box | Slice
     partition: Partition
     key_of_region: np.ndarray
     score_maps: np.ndarray
@@ -143,7 +149,7 @@ class Retrieval:
 
     def scores(self, U) -> np.ndarray:
         """Scores ``(N, n)`` at parameter points ``U (N, 2)``, from the model."""
-        return self.model.scores(self.domain.to_input(np.asarray(U, float)), self.keys, self.key_bias)
+        return self.model.scores(self.domain.to_input(np.asarray(U, dtype=np.float64)), self.keys, self.key_bias)
 
     def margins(self, U) -> np.ndarray:
         """Best minus second-best score ``(N,)`` at parameter points ``U (N, 2)`` (inf for a single key)."""
@@ -161,7 +167,7 @@ class Retrieval:
 
         R, n = self.partition.n_regions, self.n_keys
         j = self.key_of_region
-        lo, hi = np.asarray(self.domain.param_lo, float), np.asarray(self.domain.param_hi, float)
+        lo, hi = _param_box(self.domain)
         centre, reach = (lo + hi) / 2, float(np.hypot(*(hi - lo)))
         # the other keys of each region, in order: rival k of region r is others[r, k]
         others = np.argsort(np.arange(n)[None, :] == j[:, None], axis=1, kind="stable")[:, : n - 1]
@@ -303,7 +309,7 @@ class RetrievalError:
     area: float
     domain_area: float
     exact: bool
-    method: str
+    method: Method
     samples: int | None = None
     std_error: float | None = None
     mistakes: list | None = None
@@ -357,7 +363,7 @@ def retrieval_error(
     retrieval: Retrieval,
     target,
     *,
-    method: str = "auto",
+    method: Method | str = Method.AUTO,
     samples: int = 100_000,
     seed: int = 0,
     grid: int = 200,
@@ -369,19 +375,20 @@ def retrieval_error(
     (``samples`` uniform points, seeded by ``seed``), or ``"auto"`` (exact where possible). Keys the
     target ties with its best within ``tie_tol`` (relative) count as ranked first.
     """
-    if method not in ("auto", "exact", "sample"):
+    if method not in (Method.AUTO, Method.EXACT, Method.SAMPLE):
         raise RegionCountError(f"unknown method {method!r}: use auto, exact or sample")
     t0 = time.perf_counter()
     target = as_target(target)
-    centre = (np.asarray(retrieval.domain.param_lo, float) + np.asarray(retrieval.domain.param_hi, float)) / 2
+    lo, hi = _param_box(retrieval.domain)
+    centre = (lo + hi) / 2
     try:
         probe = np.asarray(target.matrix(retrieval.domain.to_input(centre[None]), retrieval.keys))
     except (ValueError, TypeError, IndexError) as e:
         raise RegionCountError(f"the target cannot rank these keys for these queries ({e})") from None
     if probe.shape != (1, retrieval.n_keys):
         raise RegionCountError(f"the target gives {probe.shape} utilities for 1 query and {retrieval.n_keys} keys")
-    program = utility_program(target, retrieval.keys) if method != "sample" else None
-    if program is None and method == "exact":
+    program = utility_program(target, retrieval.keys) if method != Method.SAMPLE else None
+    if program is None and method == Method.EXACT:
         raise RegionCountError(
             "the target's retrieval cells are not known to be polygons, so its error cannot be exact: use method sample"
         )
@@ -413,7 +420,7 @@ def _exact_error(ret: Retrieval, program: Program, tie_tol: float) -> RetrievalE
     # the piece and >= 0, so it is zero on the whole piece exactly when it is zero at every vertex
     coords, owner = shapely.get_coordinates(pieces, return_index=True)
     gap = _evaluate((tmaps[ti, tk] - tmaps[ti, mk])[owner], coords)
-    lo, hi = np.asarray(ret.domain.param_lo, float), np.asarray(ret.domain.param_hi, float)
+    lo, hi = _param_box(ret.domain)
     size = np.abs(tmaps[..., :2]).sum(-1).max() * np.abs(hi - lo).max() + np.abs(tmaps[..., 2]).max()
     worst = np.full(len(pieces), -np.inf)
     np.maximum.at(worst, owner, gap)
@@ -424,7 +431,7 @@ def _exact_error(ret: Retrieval, program: Program, tie_tol: float) -> RetrievalE
         area=float(areas[wrong].sum()),
         domain_area=float(np.prod(hi - lo)),
         exact=True,
-        method="exact",
+        method=Method.EXACT,
         mistakes=list(mistakes),
         target_cells=_cells_by_key(TP, tkey, ret.n_keys),
     )
@@ -433,7 +440,7 @@ def _exact_error(ret: Retrieval, program: Program, tie_tol: float) -> RetrievalE
 def _sampled_error(ret: Retrieval, target, samples: int, seed: int, grid: int, tie_tol: float) -> RetrievalError:
     if samples < 1:
         raise RegionCountError("samples must be at least 1")
-    lo, hi = np.asarray(ret.domain.param_lo, float), np.asarray(ret.domain.param_hi, float)
+    lo, hi = _param_box(ret.domain)
     program = ret.model.lower(ret.keys, ret.key_bias)
     rng = np.random.default_rng(seed)
     wrong = 0
@@ -461,7 +468,7 @@ def _sampled_error(ret: Retrieval, target, samples: int, seed: int, grid: int, t
         area=A * p,
         domain_area=A,
         exact=False,
-        method="sample",
+        method=Method.SAMPLE,
         samples=samples,
         std_error=A * math.sqrt(p * (1 - p) / samples),
         target_grid=labels,

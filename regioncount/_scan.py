@@ -33,6 +33,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _memory
 from ._domain import Box, Segment
@@ -295,7 +296,7 @@ def scan(
         raise ValueError("depth must be at least 1")
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    kw = dict(tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
+    kw: dict[str, Any] = dict(tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
     exact_seeds = list(range(seeds)) if exact_depth and q == 2 else []
     total = (depth + 1 if workers == 1 else 3) + len(exact_seeds)
     done = 0
@@ -306,8 +307,8 @@ def scan(
         if progress is not None:
             progress(done, total)
 
-    sample_kw = dict(tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
-    table_kw = dict(depth=depth, box=Box(lo, hi, q), seeds=seeds, d_model=d_model, grid=grid)
+    sample_kw: dict[str, Any] = dict(tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
+    table_kw: dict[str, Any] = dict(depth=depth, box=Box(lo, hi, q), seeds=seeds, d_model=d_model, grid=grid)
     if workers == 1:
         t0 = time.perf_counter()
         exact = []

@@ -21,6 +21,12 @@ def rss_bytes() -> int:
         return 0
 
 
+def set_rss_limit(limit: int | None) -> None:
+    """Set (``None``: clear) the resident bytes past which :func:`check_rss` raises in this process."""
+    global LIMIT
+    LIMIT = None if limit is None else int(limit)
+
+
 def check_rss() -> None:
     """Raise :class:`ResidentMemoryError` when a limit is set and the process holds more than it."""
     if LIMIT is not None:

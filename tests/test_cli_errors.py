@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _shared import subprocess_env
 
 from regioncount_cli import _validate as checks
 from regioncount_cli.main import main
@@ -195,7 +196,7 @@ def test_every_exit_status_is_documented_in_the_readme():
 
 
 def test_an_unexpected_exception_is_still_one_line(files, capsys, monkeypatch):
-    import regioncount_cli.main as cli
+    import regioncount_cli.count as cli
 
     def boom(*a, **k):
         raise ZeroDivisionError("a bug")
@@ -207,7 +208,7 @@ def test_an_unexpected_exception_is_still_one_line(files, capsys, monkeypatch):
 
 @pytest.mark.parametrize("argv, code", [(["count", "/nonexistent/m.npz", "--box", "0", "1"], INPUT)])
 def test_console_script_gives_one_line(argv, code):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'cli'}"}
+    env = subprocess_env()
     p = subprocess.run(
         [sys.executable, "-m", "regioncount_cli.main", *argv], capture_output=True, text=True, env=env, timeout=120
     )

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from regioncount._domain import Box, Segment
-from regioncount._errors import DomainError, RegionCountError
-from regioncount._loaders import load_network
+from regioncount import Box, DomainError, RegionCountError, Segment, load_network
 
 from . import _validate as checks
 from ._common import Dir1Opt, Dir2Opt, ModelArg, OriginOpt, dump_json, fail, guarded, parse_vector, slice_from_options
@@ -213,7 +211,7 @@ def plot(
     sidecar = guarded(
         lambda: _check_files(model, {"--out": out, "--stats": stats, "--graph": graph, "--graphml": graphml})
     )
-    from regioncount._count import PLANE_BYTES_PER_REGION
+    from regioncount import PLANE_BYTES_PER_REGION
 
     guarded(
         lambda: checks.refuse_over_cap(
@@ -224,8 +222,7 @@ def plot(
     )
 
     def _sections(net):
-        from regioncount._errors import CurvedBoundaryError, MemoryCapError
-        from regioncount.engines._space import partition_space
+        from regioncount import CurvedBoundaryError, MemoryCapError, partition_space
         from regioncount.plotting import figure_bytes, figure_sections
 
         if layers or need_exact or linear:
@@ -292,8 +289,7 @@ def plot(
             return info, {out: figure_bytes(fig, fmt, dpi)}, None
         part = None
         if need_exact:  # refuse before drawing anything
-            from regioncount._errors import CurvedBoundaryError, MemoryCapError
-            from regioncount.engines._plane import partition_plane
+            from regioncount import CurvedBoundaryError, MemoryCapError, partition_plane
 
             try:
                 part = partition_plane(net, dom, max_regions=max_regions)

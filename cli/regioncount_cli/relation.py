@@ -9,11 +9,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from regioncount._domain import Box
-from regioncount._errors import DomainError, RegionCountError
-from regioncount._io import load_model, save_model, write_atomic
+from regioncount import DomainError, RegionCountError, load_model, save_model, write_atomic
 
 from ._common import (
     Dir1Opt,
@@ -21,13 +18,13 @@ from ._common import (
     LazyProgress,
     ModelArg,
     OriginOpt,
+    console,
     dump_json,
     fail,
     guarded,
     parse_ints,
     parse_vector,
     slice_from_options,
-    stdout,
 )
 
 relation_app = typer.Typer(
@@ -113,6 +110,8 @@ def fit(
     if json_out:
         print(dump_json(d))
         return
+    from rich.table import Table
+
     table = Table(title=f"relation model fitted to {d['target']} ({'symmetric' if d['symmetric'] else 'asymmetric'})")
     table.add_column("quantity")
     table.add_column("value", justify="right")
@@ -122,7 +121,7 @@ def fit(
     table.add_row("final training loss (MSE)", f"{d['final_loss']:.4g}")
     table.add_row("seconds", f"{d['seconds']:.2f}")
     table.add_row("model file", str(out))
-    stdout.print(table)
+    console().print(table)
 
 
 def _retrieval_target(text: str | None, sigma: float):
@@ -238,6 +237,8 @@ def retrieval(
         fmt = _image_format(figure, "--figure")
 
     def run():
+        from regioncount import Box
+
         net = load_model(model)
         if not isinstance(net, RelationModel):
             raise RegionCountError(f"{model}: holds a {type(net).__name__}, not a relation model")
@@ -277,6 +278,8 @@ def retrieval(
     if json_out:
         print(dump_json(res))
         return
+    from rich.table import Table
+
     table = Table(title=f"{model.name}: retrieval cells for {res['keys']} keys (exact)", show_header=False)
     table.add_row("keys retrieved (positive area)", f"{res['retrieved_keys']} of {res['keys']}")
     table.add_row("connected retrieval cells", f"{res['cells']:,}")
@@ -290,4 +293,4 @@ def retrieval(
         how = "exact" if err.exact else f"sampled from {err.samples:,} points, ± {err.std_error:.2g}"
         table.add_row(f"mistake area vs {target}", f"{err.area:.6g}  ({100 * err.fraction:.3f}%, {how})")
     table.add_row("seconds", f"{res['seconds']:.2f}")
-    stdout.print(table)
+    console().print(table)

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 import typer.core
@@ -35,7 +35,8 @@ def _flag_type_hidden(display_type_rich):
     return display
 
 
-typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOption.display_type_rich)
+# a deliberate patch of typer's option class, for every command's help
+typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOption.display_type_rich)  # type: ignore[method-assign]
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[
@@ -78,7 +79,7 @@ def error_console() -> Console:
     return Console(stderr=True)
 
 
-def fail(message: str, code: int = 1):
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print one clear line on stderr and exit non-zero."""
     print(f"regioncount: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise typer.Exit(code)

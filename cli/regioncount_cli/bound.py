@@ -5,7 +5,7 @@ Imports neither NumPy nor JAX: the bounds are pure Python."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -64,7 +64,7 @@ def bound(
                                   ("--tokens", tokens), ("--depth", depth)) if val is not None]  # fmt: skip
         if given:
             checks.not_applicable(given[0], "name a bound to evaluate (`regioncount bound` lists them)")
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "name": s.name,
                 "kind": s.kind,

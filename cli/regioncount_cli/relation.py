@@ -230,11 +230,11 @@ def retrieval(
         fail("--margins must be positive numbers", 2)
     if not 0 < weight < 1:
         fail(f"--weight must lie strictly between 0 and 1, got {weight}", 2)
-    fmt = None
+    drawing: tuple[Path, str] | None = None  # --figure and its format, checked before any work
     if figure is not None:
         from ._plot import _image_format
 
-        fmt = _image_format(figure, "--figure")
+        drawing = figure, _image_format(figure, "--figure")
 
     def run():
         from regioncount import Box
@@ -264,10 +264,10 @@ def retrieval(
     if err is not None:
         res["target"] = target
         res.update(err.as_dict())
-    if figure is not None:
+    if drawing is not None:
         from regioncount.plotting import plot_retrieval
 
-        write_atomic(figure, plot_retrieval(ret, err, fmt=fmt))
+        write_atomic(drawing[0], plot_retrieval(ret, err, fmt=drawing[1]))
     if csv_out is not None:
         tareas = None
         if err is not None and err.target_cells is not None:

@@ -18,6 +18,13 @@ build_app = typer.Typer(
     help="Write a network to an .npz model file: random networks and constructions.", no_args_is_help=True
 )
 
+# Options several build commands share
+OutOpt = Annotated[Path, typer.Option(help="Output .npz file.")]
+InputsN0Opt = Annotated[int, typer.Option("--inputs", callback=at_least(1), help="Input dimension n0.")]
+FormsSeedOpt = Annotated[
+    int, typer.Option(callback=at_least(0), help="Seed for the last layer's general-position forms.")
+]
+
 
 def _save(net, out: Path):
     from regioncount import save_model
@@ -61,7 +68,7 @@ def _widths(text: str) -> list[int]:
 
 @build_app.command("random-mlp")
 def build_random_mlp(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     inputs: Annotated[int, typer.Option(callback=at_least(1), help="Input dimension q.")] = 2,
     widths: Annotated[str, typer.Option(help="Hidden widths, comma-separated, e.g. 32,32,32.")] = "32,32,32",
     outputs: Annotated[int, typer.Option(callback=at_least(1), help="Output dimension.")] = 1,
@@ -86,7 +93,7 @@ def build_random_mlp(
 
 @build_app.command("random-maxout")
 def build_random_maxout(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     inputs: Annotated[int, typer.Option(callback=at_least(1), help="Input dimension q.")] = 2,
     widths: Annotated[str, typer.Option(help="Widths (units per layer), comma-separated.")] = "8,8",
     k: Annotated[int, typer.Option(callback=at_least(2), help="Maxout rank (pieces per unit), at least 2.")] = 2,
@@ -105,7 +112,7 @@ def build_random_maxout(
 
 @build_app.command("random-transformer")
 def build_random_transformer(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     inputs: Annotated[int, typer.Option(callback=at_least(1), help="Input dimension q.")] = 2,
     tokens: Annotated[int, typer.Option(callback=at_least(1), help="Number of tokens T.")] = 4,
     d_model: Annotated[int, typer.Option(callback=at_least(1, MAX_WIDTH), help="Model width d.")] = 8,
@@ -159,7 +166,7 @@ def build_random_transformer(
 
 @build_app.command("fold-relu")
 def build_fold_relu(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     widths: Annotated[
         str, typer.Option(help="Widths n_l >= 3, comma-separated: prod (n_l + 1) pieces on [0, 1].")
     ] = "4,4",
@@ -169,14 +176,12 @@ def build_fold_relu(
     from regioncount.theory import fold_relu_network
 
     w = _widths(widths)
-    _check_build_out(out)
-    _refuse_build_over_cap(_dense_floats(1, w, 1), memory_cap, "this fold network")
-    guarded(lambda: _save(_theory_call(fold_relu_network, w), out))
+    _construct(out, _dense_floats(1, w, 1), memory_cap, "this fold network", fold_relu_network, w)
 
 
 @build_app.command("fold-maxout")
 def build_fold_maxout(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     widths: Annotated[str, typer.Option(help="Units per layer, comma-separated (even when k >= 3).")] = "2,2",
     k: Annotated[int, typer.Option(callback=at_least(2), help="Maxout rank.")] = 3,
     memory_cap: MemoryCapOpt = 4.0,
@@ -185,50 +190,40 @@ def build_fold_maxout(
     from regioncount.theory import fold_maxout_network
 
     w = _widths(widths)
-    _check_build_out(out)
-    _refuse_build_over_cap(_dense_floats(1, w, 1, k), memory_cap, "this fold network")
-    guarded(lambda: _save(_theory_call(fold_maxout_network, w, k), out))
+    _construct(out, _dense_floats(1, w, 1, k), memory_cap, "this fold network", fold_maxout_network, w, k)
 
 
 @build_app.command("product-relu")
 def build_product_relu(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     widths: Annotated[
         str, typer.Option(help="Widths, comma-separated; floor(n_l / n0) >= 3 for hidden layers.")
     ] = "6,3",
-    n0: Annotated[int, typer.Option("--inputs", callback=at_least(1), help="Input dimension n0.")] = 2,
-    seed: Annotated[
-        int, typer.Option(callback=at_least(0), help="Seed for the last layer's general-position forms.")
-    ] = 0,
+    n0: InputsN0Opt = 2,
+    seed: FormsSeedOpt = 0,
     memory_cap: MemoryCapOpt = 4.0,
 ):
     """ReLU product construction in R^n0 attaining Serra et al.'s lower bound on [-1, 2]^n0."""
     from regioncount.theory import product_relu
 
     w = _widths(widths)
-    _check_build_out(out)
-    _refuse_build_over_cap(_dense_floats(n0, w, 1), memory_cap, "this product network")
-    guarded(lambda: _save(_theory_call(product_relu, w, n0, seed=seed), out))
+    _construct(out, _dense_floats(n0, w, 1), memory_cap, "this product network", product_relu, w, n0, seed=seed)
 
 
 @build_app.command("product-maxout")
 def build_product_maxout(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     widths: Annotated[str, typer.Option(help="Widths, comma-separated.")] = "4,2",
-    n0: Annotated[int, typer.Option("--inputs", callback=at_least(1), help="Input dimension n0.")] = 2,
+    n0: InputsN0Opt = 2,
     k: Annotated[int, typer.Option(callback=at_least(2), help="Maxout rank.")] = 3,
-    seed: Annotated[
-        int, typer.Option(callback=at_least(0), help="Seed for the last layer's general-position forms.")
-    ] = 0,
+    seed: FormsSeedOpt = 0,
     memory_cap: MemoryCapOpt = 4.0,
 ):
     """Maxout product construction in R^n0 attaining the maxout lower bound on [-1, 2]^n0 (even floor(n_l/n0) or k = 2)."""
     from regioncount.theory import product_maxout
 
     w = _widths(widths)
-    _check_build_out(out)
-    _refuse_build_over_cap(_dense_floats(n0, w, 1, k), memory_cap, "this product network")
-    guarded(lambda: _save(_theory_call(product_maxout, w, n0, k, seed=seed), out))
+    _construct(out, _dense_floats(n0, w, 1, k), memory_cap, "this product network", product_maxout, w, n0, k, seed=seed)
 
 
 @build_app.command("compile")
@@ -269,7 +264,7 @@ def build_compile(
 
 @build_app.command("bound-transformer")
 def build_bound_transformer(
-    out: Annotated[Path, typer.Option(help="Output .npz file.")],
+    out: OutOpt,
     m: Annotated[int, typer.Option("--m", callback=at_least(1), help="Per-token width m.")] = 1,
     tokens: Annotated[int, typer.Option("--tokens", callback=at_least(2), help="Tokens T (maxout rank).")] = 4,
     q: Annotated[int, typer.Option("--inputs", callback=at_least(1), help="Input dimension q.")] = 2,
@@ -298,6 +293,13 @@ def build_bound_transformer(
         print(f"Thm 4.4 bound {info['bound']:,}; this construction has {info['construction_regions']:,} regions{note}")
 
     guarded(run)
+
+
+def _construct(out: Path, floats: int, memory_cap: float, what: str, fn, *args, **kwargs) -> None:
+    """A construction of the theory: check --out and --memory-cap, then build ``fn(*args, **kwargs)`` and save it."""
+    _check_build_out(out)
+    _refuse_build_over_cap(floats, memory_cap, what)
+    guarded(lambda: _save(_theory_call(fn, *args, **kwargs), out))
 
 
 def _theory_call(fn, *args, **kwargs):

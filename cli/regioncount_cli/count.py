@@ -4,7 +4,7 @@ counts), render the table or JSON, write --out whole."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -191,6 +191,16 @@ def count(
     n_tiles = parse_tiles(tiles)
     check_cluster_options(method, n_tiles, workers, scheduler, shards)
 
+    # the count_regions options the count and its --per-layer counts share
+    options: dict[str, Any] = dict(
+        method=method,
+        grid=grid,
+        samples=samples,
+        seed=seed or 0,
+        memory_cap=int(memory_cap * 2**30),
+        linear=not no_linear,
+    )
+
     def run():
         net = load_network(model)
         if whole_plane:
@@ -230,15 +240,10 @@ def count(
             res = count_regions(
                 net,
                 dom,
-                method=method,
-                grid=grid,
-                samples=samples,
-                seed=seed or 0,
-                memory_cap=int(memory_cap * 2**30),
+                **options,
                 max_regions=max_regions,
                 progress=bar,
                 certify=certify,
-                linear=not no_linear,
                 tiles=n_tiles,
                 client=client,
                 shards=shards,
@@ -247,7 +252,7 @@ def count(
             if res.get("mode") == "grid":  # the grid the sampled count used (the default where none was given)
                 res["grid"] = grid or round(res["samples"] ** (1 / (2 if isinstance(dom, Slice) else dom.dim)))
             if per_layer:
-                res["per_layer"] = _per_layer(net, dom, method, grid, samples, seed, memory_cap, no_linear)
+                res["per_layer"] = _per_layer(net, dom, options)
             return res
 
     if max_regions is not None and max_regions < 1:
@@ -356,21 +361,13 @@ def _domain_json(dom) -> dict:
     return {"box": {"lo": dom.lo.tolist(), "hi": dom.hi.tolist()}}
 
 
-def _per_layer(net, dom, method, grid, samples, seed, memory_cap, no_linear) -> list[dict]:
-    """Counts of the network cut after each layer or block, with the same method and domain."""
+def _per_layer(net, dom, options: dict[str, Any]) -> list[dict]:
+    """Counts of the network cut after each layer or block, with the same domain and ``count_regions`` options
+    (method, points, memory cap, linear)."""
     from regioncount.plotting import truncations
 
     rows = []
     for label, sub in truncations(net):
-        r = count_regions(
-            sub,
-            dom,
-            method=method,
-            grid=grid,
-            samples=samples,
-            seed=seed or 0,
-            memory_cap=int(memory_cap * 2**30),
-            linear=not no_linear,
-        )
+        r = count_regions(sub, dom, **options)
         rows.append({"layer": label, "regions": r["regions"], "linear_regions": r["linear_regions"]})
     return rows

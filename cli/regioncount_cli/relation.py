@@ -15,6 +15,8 @@ from regioncount import DomainError, RegionCountError, load_model, save_model, w
 from ._common import (
     Dir1Opt,
     Dir2Opt,
+    JsonFileOpt,
+    JsonOpt,
     LazyProgress,
     ModelArg,
     OriginOpt,
@@ -73,10 +75,8 @@ def fit(
     grid: Annotated[
         int, typer.Option(help="Report errors over every pair of a grid with this many points per axis.")
     ] = 21,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    report: Annotated[
-        Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
-    ] = None,
+    json_out: JsonOpt = False,
+    report: JsonFileOpt = None,
 ):
     """Fit a relation model to a target relation (Adam on MSE) and report the sup and mean error on a grid."""
     from regioncount.relations import fit_relation
@@ -203,10 +203,8 @@ def retrieval(
         float,
         typer.Option(help="Softmax weight on the retrieved key for which to report the inverse temperature needed."),
     ] = 0.99,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    out: Annotated[
-        Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
-    ] = None,
+    json_out: JsonOpt = False,
+    out: JsonFileOpt = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Write one row per key (area, cells, target area) to this CSV file.")
     ] = None,

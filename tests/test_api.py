@@ -145,13 +145,13 @@ def test_help_and_the_bounds_do_not_import_jax():
         run = _cli_imports(*argv)
         assert run["code"] == 0 and run["out"]
         assert run["cli"] == ["regioncount_cli.bound", "regioncount_cli.main"]
-        assert not {"jax", "numpy"} & set(run["heavy"]), argv
+        assert not {"jax", "numpy", "pydantic"} & set(run["heavy"]), argv
     assert json.loads(run["out"])["value"] == 48_841
 
 
 def test_count_imports_only_its_own_command_and_no_jax(tmp_path):
     # a PyTorch state dict counted exactly in the plane: NumPy engines only, no other command's module, and
-    # neither plotting, graph, geometry nor table libraries with --json
+    # neither plotting, graph, geometry nor table libraries with --json, nor typer's pydantic adapters
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -161,7 +161,7 @@ def test_count_imports_only_its_own_command_and_no_jax(tmp_path):
     run = _cli_imports("count", str(path), "--json")
     assert run["code"] == 0 and json.loads(run["out"])["regions"] >= 1
     assert run["cli"] == ["regioncount_cli.count", "regioncount_cli.main"]
-    assert not {"jax", "matplotlib", "shapely", "networkx", "rich"} & set(run["heavy"])
+    assert not {"jax", "matplotlib", "shapely", "networkx", "rich", "pydantic"} & set(run["heavy"])
 
 
 # Folders whose code is a user of the library: they import public names only.

@@ -21,9 +21,12 @@ import typer.core
 from regioncount import RegionCountError
 
 from . import (
+    _coerce,
     _common,  # noqa: F401  (hides typer's <bool> beside flags, before any help is drawn)
     _validate as checks,
 )
+
+_coerce.install()  # plain option values converted without importing pydantic (start-up)
 
 #: Every command: its module, the attribute there (a function, or a typer app for a group of subcommands)
 #: and whether it is a group, in the order the help lists them.

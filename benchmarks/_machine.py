@@ -74,10 +74,11 @@ class Clock:
         self.rss1 = peak_rss_kb()
 
 
-def child_env() -> dict:
-    """The environment of a child process that runs this checkout: its library and CLI first on PYTHONPATH
-    (then any PYTHONPATH already set) and one BLAS thread."""
-    paths = [str(ROOT), str(ROOT / "cli"), os.environ.get("PYTHONPATH", "")]
+def child_env(root: Path | None = None) -> dict:
+    """The environment of a child process that runs this checkout (or ``root``): its library and CLI first on
+    PYTHONPATH (then any PYTHONPATH already set) and one BLAS thread."""
+    root = ROOT if root is None else root
+    paths = [str(root), str(root / "cli"), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "OPENBLAS_NUM_THREADS": "1"}
 
 

@@ -18,8 +18,11 @@ _EXPORTS = {
     "region_kind": "._count",
     "as_json_ready": "._count",
     "METHODS": "._count",
+    "PLANE_BYTES_PER_REGION": "._count",
     "scan": "._scan",
     "rows_to_csv": "._scan",
+    "counted_cells": "._scan",
+    "default_workers": "._scan",
     # domains
     "Box": "._domain",
     "Segment": "._domain",
@@ -60,10 +63,16 @@ _EXPORTS = {
     "InexactError": "._errors",
     "CertificateError": "._errors",
     "KeySetError": "._errors",
+    "ResidentMemoryError": "._errors",
+    # the measured memory limit (resident set size) the engines check as they grow
+    "rss_bytes": "._memory",
+    "check_rss": "._memory",
+    "set_rss_limit": "._memory",
     # model files
     "load_model": "._io",
     "save_model": "._io",
     "write_atomic": "._io",
+    "is_state_dict": "._io",
     "load_network": "._loaders",
     "load_onnx": "._loaders",
     "from_torch": "._loaders",
@@ -124,6 +133,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, _SUBPACKAGES)
 if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and editors
     from ._count import (
         METHODS as METHODS,
+        PLANE_BYTES_PER_REGION as PLANE_BYTES_PER_REGION,
         as_json_ready as as_json_ready,
         count_regions as count_regions,
         region_kind as region_kind,
@@ -148,10 +158,22 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         ModelFileError as ModelFileError,
         NotPiecewiseError as NotPiecewiseError,
         RegionCountError as RegionCountError,
+        ResidentMemoryError as ResidentMemoryError,
     )
-    from ._io import load_model as load_model, save_model as save_model, write_atomic as write_atomic
+    from ._io import (
+        is_state_dict as is_state_dict,
+        load_model as load_model,
+        save_model as save_model,
+        write_atomic as write_atomic,
+    )
     from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
-    from ._scan import rows_to_csv as rows_to_csv, scan as scan
+    from ._memory import check_rss as check_rss, rss_bytes as rss_bytes, set_rss_limit as set_rss_limit
+    from ._scan import (
+        counted_cells as counted_cells,
+        default_workers as default_workers,
+        rows_to_csv as rows_to_csv,
+        scan as scan,
+    )
     from ._views import (
         CompiledComparison as CompiledComparison,
         DecisionView as DecisionView,

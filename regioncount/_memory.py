@@ -21,6 +21,12 @@ def rss_bytes() -> int:
         return 0
 
 
+def set_rss_limit(limit: int | None) -> None:
+    """Set (``None``: clear) the resident bytes past which :func:`check_rss` raises in this process."""
+    global LIMIT
+    LIMIT = None if limit is None else int(limit)
+
+
 def children_rss_bytes() -> int:
     """Resident bytes of this process's direct children (worker processes), read from ``/proc``: a limit
     on a whole run holds the workers too."""

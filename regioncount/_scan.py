@@ -259,7 +259,7 @@ def _constructed_rows(depth: int, **kw) -> list[tuple[int, tuple[dict, float]]]:
 def _worker_init(limit: int | None) -> None:
     """Worker processes hold the caller's memory limit (each checks itself where the engines grow; the
     caller checks the sum)."""
-    _memory.LIMIT = limit
+    _memory.set_rss_limit(limit)
 
 
 def default_workers() -> int:

@@ -2,14 +2,14 @@
 
 import ast
 import importlib
-import os
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _shared import INSTALLED, ROOT, subprocess_env
 
-ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_PACKAGES = [
     "regioncount",
     "regioncount.engines",
@@ -63,9 +63,9 @@ def test_type_checking_imports_match_the_lazy_table(name):
     assert imported == table
 
 
-def _fresh_python(code: str) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "cli")])}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+def _fresh_python(code: str, *args: str) -> str:
+    env = subprocess_env(OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -109,9 +109,63 @@ def test_jax_imported_first_gets_x64_when_regioncount_is_imported():
     assert out == "float64"
 
 
-# Folders whose code is a user of the library: they import public names only. (cli/ joins this list once its
-# commands import from the public API.)
-USERS = ["notebooks", "scripts", "benchmarks"]
+def test_fresh_processes_import_the_tree_under_test():
+    # the source tree, or in CI's second run the installed wheel (REGIONCOUNT_TEST_INSTALLED=1), never a mix
+    out = _fresh_python("import regioncount, regioncount_cli; print(regioncount.__file__, regioncount_cli.__file__)")
+    for path in map(Path, out.split()):
+        assert path.is_relative_to(ROOT) != INSTALLED, path
+    import regioncount
+
+    assert Path(regioncount.__file__).is_relative_to(ROOT) != INSTALLED
+
+
+_CLI_RUN = (
+    "import contextlib, io, json, sys\n"
+    "from regioncount_cli.main import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+    "    code = main(sys.argv[1:])\n"
+    "heavy = ['jax', 'numpy', 'matplotlib', 'shapely', 'networkx', 'rich', 'pydantic']\n"
+    "cli = sorted(m for m in sys.modules if m.startswith('regioncount_cli.') and not m.startswith('regioncount_cli._'))\n"
+    "print(json.dumps({'code': code, 'out': out.getvalue(), 'cli': cli, 'heavy': [m for m in heavy if m in sys.modules]}))"
+)
+
+
+def _cli_imports(*argv: str) -> dict:
+    """Run ``regioncount argv`` in a fresh process: its exit status, stdout, which command modules and which
+    heavy packages it imported."""
+    return json.loads(_fresh_python(_CLI_RUN, *argv))
+
+
+def test_help_and_the_bounds_do_not_import_jax():
+    run = _cli_imports("--help")
+    assert run["code"] == 0 and "bound" in run["out"]
+    assert "jax" not in run["heavy"]
+    for argv in (["bound"], ["bound", "transformer_maxout_lower", "--m", "4", "--tokens", "3", "--inputs", "2",
+                             "--depth", "6", "--json"]):  # fmt: skip
+        run = _cli_imports(*argv)
+        assert run["code"] == 0 and run["out"]
+        assert run["cli"] == ["regioncount_cli.bound", "regioncount_cli.main"]
+        assert not {"jax", "numpy", "pydantic"} & set(run["heavy"]), argv
+    assert json.loads(run["out"])["value"] == 48_841
+
+
+def test_count_imports_only_its_own_command_and_no_jax(tmp_path):
+    # a PyTorch state dict counted exactly in the plane: NumPy engines only, no other command's module, and
+    # neither plotting, graph, geometry nor table libraries with --json, nor typer's pydantic adapters
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "torch_mlp.npz"
+    np.savez(path, **{"0.weight": rng.normal(size=(6, 2)), "0.bias": rng.normal(size=6),
+                      "2.weight": rng.normal(size=(1, 6)), "2.bias": rng.normal(size=1)})  # fmt: skip
+    run = _cli_imports("count", str(path), "--json")
+    assert run["code"] == 0 and json.loads(run["out"])["regions"] >= 1
+    assert run["cli"] == ["regioncount_cli.count", "regioncount_cli.main"]
+    assert not {"jax", "matplotlib", "shapely", "networkx", "rich", "pydantic"} & set(run["heavy"])
+
+
+# Folders whose code is a user of the library: they import public names only.
+USERS = ["notebooks", "scripts", "benchmarks", "cli"]
 
 
 def _private_imports(source: str) -> list[str]:
@@ -131,7 +185,7 @@ def _private_imports(source: str) -> list[str]:
     return found
 
 
-def test_notebooks_scripts_and_benchmarks_import_only_public_names():
+def test_notebooks_scripts_benchmarks_and_the_cli_import_only_public_names():
     import json
 
     offenders = {}

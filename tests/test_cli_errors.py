@@ -1,6 +1,7 @@
 """Bad input through the CLI: one line on stderr, the documented exit status, no traceback, and every file
 that existed before the run byte-identical after it (and no new file)."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _shared import subprocess_env
 
 from regioncount_cli import _validate as checks
 from regioncount_cli.main import main
@@ -195,7 +197,7 @@ def test_every_exit_status_is_documented_in_the_readme():
 
 
 def test_an_unexpected_exception_is_still_one_line(files, capsys, monkeypatch):
-    import regioncount_cli.main as cli
+    import regioncount_cli.count as cli
 
     def boom(*a, **k):
         raise ZeroDivisionError("a bug")
@@ -207,7 +209,7 @@ def test_an_unexpected_exception_is_still_one_line(files, capsys, monkeypatch):
 
 @pytest.mark.parametrize("argv, code", [(["count", "/nonexistent/m.npz", "--box", "0", "1"], INPUT)])
 def test_console_script_gives_one_line(argv, code):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'cli'}"}
+    env = subprocess_env()
     p = subprocess.run(
         [sys.executable, "-m", "regioncount_cli.main", *argv], capture_output=True, text=True, env=env, timeout=120
     )
@@ -307,3 +309,51 @@ def test_construction_size_is_known_before_it_is_built(args):
     arrays = [tf.E, tf.P, tf.readout_W, tf.readout_b]
     arrays += [getattr(b, f) for b in tf.blocks for f in ("Wq", "Wk", "Wv", "Wo", "W1", "b1", "W2", "b2")]
     assert bound_attaining_nbytes(*args) == sum(a.nbytes for a in arrays)
+
+
+def test_plain_values_convert_as_typer_converts_them(tmp_path):
+    # the CLI converts plain option values without pydantic (regioncount_cli/_coerce.py, for start-up): for
+    # every parameter of every command and values typed well and badly, the same value or the same error
+    # as typer's own conversion
+    import typer.core
+    from typer._click import Context
+    from typer._click.exceptions import BadParameter
+
+    from regioncount_cli import _coerce
+    from regioncount_cli.main import COMMANDS, build_command
+
+    assert _coerce.typer_build is not None, "the plain converter is not installed with this typer"
+    (tmp_path / "m.npz").write_text("")
+    texts = ["5", "-3", "0", "-0", "007", "1e3", "1.5", "-2.25e-3", ".5", "5.", " 5", "+5", "1_000", "nan", "inf",
+             "x", "", "123456789012345678901234567890", "1e999", str(tmp_path / "m.npz"), str(tmp_path), "~/x"]  # fmt: skip
+    commands = []
+    for name in COMMANDS:
+        cmd = build_command(name)
+        commands += list(getattr(cmd, "commands", {}).values()) or [cmd]
+    kinds, compared, fast = set(), 0, 0
+    for cmd in commands:
+        ctx = Context(cmd)
+        for param in cmd.params:
+            desc = param.type_descriptor
+            if not _coerce.is_plain(desc):
+                continue
+            ours, theirs = typer.core.build_runtime_param(desc), _coerce.typer_build(desc)
+            assert type(ours).__name__ == "PlainParam" and type(theirs).__name__ != "PlainParam"
+            arity = param.nargs if param.nargs > 1 else 0
+            values = [(t,) * arity if arity else ([t] if param.multiple else t) for t in texts]
+            for value in [*values, param.default]:
+                with contextlib.suppress(_coerce.NotPlain, BadParameter):
+                    _coerce.plain_value(desc, value, param, ctx)
+                    fast += 1  # converted without typer's pydantic adapter
+                outcomes = []
+                for runtime in (ours, theirs):
+                    try:
+                        v = runtime.coerce(value, param=param, ctx=ctx)
+                        outcomes.append(("value", repr(v), type(v)))
+                    except BadParameter as e:
+                        outcomes.append(("error", e.format_message(), None))
+                assert outcomes[0] == outcomes[1], (cmd.name, param.name, value)
+                compared += 1
+            kinds.add(repr(desc.annotation))
+    assert {"<class 'int'>", "<class 'float'>", "<class 'str'>", "<class 'pathlib.Path'>"} <= kinds
+    assert "tuple[float, float]" in kinds and "list[str]" in kinds and compared > 1000 and fast > compared / 3

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _shared import subprocess_env
 
 from regioncount_cli._files import Interrupted, signals_as_exceptions, write_files
 
@@ -104,7 +105,7 @@ def _handles_sigterm(pid: int) -> bool:
 def _run_and_signal(argv: list[str], sig: int, when: str, watch: Path) -> tuple[int, str]:
     """Start ``regioncount argv``; once it is inside ``main`` send ``sig`` at once (``when="start"``), after 1 s
     (``"work"``), or as soon as a staging folder appears under ``watch`` (``"write"``; the run may finish first)."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'cli'}", "OPENBLAS_NUM_THREADS": "1"}
+    env = subprocess_env(OPENBLAS_NUM_THREADS="1")
     p = subprocess.Popen(
         [sys.executable, "-m", "regioncount_cli.main", *argv],
         stdout=subprocess.DEVNULL,

@@ -75,7 +75,7 @@ def cluster(workers: int | None, scheduler: str | None):
     """A Dask client for the options (a context manager), or a context holding None when neither is given."""
     if workers is None and scheduler is None:
         return contextlib.nullcontext(None)
-    from regioncount.engines._distributed import dask_client
+    from regioncount.engines import dask_client
 
     return dask_client(workers=workers, scheduler=scheduler)
 

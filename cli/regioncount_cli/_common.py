@@ -1,21 +1,27 @@
-"""Shared CLI pieces: one-line errors, lazy progress bars, vectors from the command line, JSON output."""
+"""Shared CLI pieces: one-line errors, lazy progress bars, vectors from the command line, JSON output, the
+options several commands share.
+
+Start-up: this module (like every command module) imports neither NumPy nor rich; rich is imported the first
+time a table or a progress bar is drawn (:func:`console`, :class:`LazyProgress`), NumPy by the library calls.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 import typer.core
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from regioncount._count import as_json_ready
-from regioncount._errors import RegionCountError
-from regioncount._memory import check_rss
+from regioncount import RegionCountError, check_rss
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 
 def _flag_type_hidden(display_type_rich):
@@ -29,7 +35,8 @@ def _flag_type_hidden(display_type_rich):
     return display
 
 
-typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOption.display_type_rich)
+# a deliberate patch of typer's option class, for every command's help
+typer.core.TyperOption.display_type_rich = _flag_type_hidden(typer.core.TyperOption.display_type_rich)  # type: ignore[method-assign]
 
 # Options that several commands share, declared once so their help reads the same everywhere.
 ModelArg = Annotated[
@@ -49,13 +56,30 @@ OriginOpt = Annotated[
 ]
 Dir1Opt = Annotated[str | None, typer.Option(help="Slice direction 1, comma-separated (or a .npy file).")]
 Dir2Opt = Annotated[str | None, typer.Option(help="Slice direction 2, comma-separated (or a .npy file).")]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print one JSON object instead of a table.")]
+JsonFileOpt = Annotated[
+    Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
+]
 
-stderr = Console(stderr=True)
-# 120 columns when piped, so tables written to files or CI logs are not squeezed to 80
-stdout = Console(width=None if sys.stdout.isatty() else 120)
+
+@functools.cache
+def console() -> Console:
+    """The rich console for tables on stdout: 120 columns when piped, so tables written to files or CI logs
+    are not squeezed to 80."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 120)
 
 
-def fail(message: str, code: int = 1):
+@functools.cache
+def error_console() -> Console:
+    """The rich console on stderr (progress bars)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print one clear line on stderr and exit non-zero."""
     print(f"regioncount: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise typer.Exit(code)
@@ -83,8 +107,7 @@ def parse_ints(text: str, name: str) -> list[int]:
 
 def slice_from_options(lo: float, hi: float, origin, dir1, dir2):
     """The 2D slice named by --origin/--dir1/--dir2 over [lo, hi]^2 in (u1, u2), or None when none is given."""
-    from regioncount._domain import Slice
-    from regioncount._errors import DomainError
+    from regioncount import DomainError, Slice
 
     if origin is None and dir1 is None and dir2 is None:
         return None
@@ -94,6 +117,10 @@ def slice_from_options(lo: float, hi: float, origin, dir1, dir2):
 
 
 def dump_json(obj) -> str:
+    if "numpy" not in sys.modules:  # nothing to convert (the bounds): leave NumPy unimported
+        return json.dumps(obj, indent=2)
+    from regioncount import as_json_ready
+
     return json.dumps(as_json_ready(obj), indent=2)
 
 
@@ -105,25 +132,28 @@ class LazyProgress:
         self.delay = delay
         self.t0 = time.perf_counter()
         self.bar: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
 
     def __call__(self, done: float, total: float) -> None:
         check_rss()  # the measured --memory-cap, in the main thread, as the work advances
         if self.bar is None:
-            if time.perf_counter() - self.t0 < self.delay or not stderr.is_terminal:
+            if time.perf_counter() - self.t0 < self.delay or not error_console().is_terminal:
                 return
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
             self.bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
-                console=stderr,
+                console=error_console(),
                 transient=True,
             )
             self.bar.start()
             self.task = self.bar.add_task(self.description, total=total)
-        self.bar.update(self.task, completed=done, total=total)
+        if self.task is not None:
+            self.bar.update(self.task, completed=done, total=total)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -4,15 +4,18 @@ files, and the ``--decision`` options of ``count`` and ``plot``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 
-from regioncount._domain import Slice, slice_through
-from regioncount._errors import DomainError
+from regioncount import DomainError
 
 from ._common import parse_vector
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from regioncount import Slice
 
 ThroughOpt = Annotated[
     tuple[Path, Path, Path] | None,
@@ -39,6 +42,8 @@ def input_shape(net) -> tuple[int, ...]:
 def load_point(path: Path, net, option: str) -> np.ndarray:
     """A data point from ``.npy``: an array of the model's input shape (a leading batch axis of 1 allowed)
     or a flat vector of its input dimension -> ``(q,)`` float64."""
+    import numpy as np
+
     try:
         a = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -68,6 +73,10 @@ def vector_arg(text: str | None, name: str, net):
 
 def through_slice(net, paths, lo: float, hi: float) -> tuple[Slice, np.ndarray]:
     """The slice through the three points in ``paths`` over ``[lo, hi]^2`` and their ``(u1, u2)`` (3, 2)."""
+    import numpy as np
+
+    from regioncount import Slice, slice_through
+
     pts = np.stack([load_point(p, net, "--through") for p in paths])
     s, uv = slice_through(pts)
     return Slice(s.x0, s.v1, s.v2, (lo, lo), (hi, hi)), uv

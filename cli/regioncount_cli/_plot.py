@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from regioncount._domain import Box, Segment
-from regioncount._errors import DomainError, RegionCountError
-from regioncount._loaders import load_network
+from regioncount import Box, DomainError, RegionCountError, Segment, load_network
 
 from . import _validate as checks
 from ._common import Dir1Opt, Dir2Opt, ModelArg, OriginOpt, dump_json, fail, guarded, parse_vector, slice_from_options
@@ -49,7 +47,10 @@ def _sidecar_free(sidecar: Path) -> None:
 
 def _check_files(model: Path, outputs: dict[str, Path | None]) -> Path:
     """Check the model and every output (with the sidecar of --out) before any work; return the sidecar."""
-    sidecar = outputs["--out"].with_suffix(".json")
+    out = outputs["--out"]
+    if out is None:
+        raise ValueError("plot needs --out")  # typer always gives --out a value (it has a default)
+    sidecar = out.with_suffix(".json")
     checks.check_model_file(model)
     checks.check_outputs({**outputs, "the sidecar of --out": sidecar}, {"MODEL": model})
     _sidecar_free(sidecar)
@@ -213,7 +214,7 @@ def plot(
     sidecar = guarded(
         lambda: _check_files(model, {"--out": out, "--stats": stats, "--graph": graph, "--graphml": graphml})
     )
-    from regioncount._count import PLANE_BYTES_PER_REGION
+    from regioncount import PLANE_BYTES_PER_REGION
 
     guarded(
         lambda: checks.refuse_over_cap(

@@ -21,15 +21,15 @@ from typing import Annotated
 
 import typer
 
-from regioncount import _memory
-from regioncount._errors import (
+from regioncount import (
     DomainError,
     MemoryCapError,
     ModelFileError,
     RegionCountError,
     ResidentMemoryError,
+    rss_bytes,
+    set_rss_limit,
 )
-from regioncount._memory import rss_bytes
 
 # One exit status per error class.
 OK = 0
@@ -178,7 +178,7 @@ class MemoryGuard:
     A daemon thread reads ``/proc/self/statm`` every ``interval`` seconds; past ``trip = cap - margin`` it
     interrupts the main thread (``_thread.interrupt_main``), and :meth:`raise_if_tripped` turns that
     interrupt into :class:`MemoryCapError`; the engines also check against ``trip`` in the main thread
-    (:func:`regioncount._memory.check_rss`). The margin (40% of the cap, within 320 MiB and 2 GiB) absorbs
+    (:func:`regioncount.check_rss`). The margin (40% of the cap, within 320 MiB and 2 GiB) absorbs
     what is allocated between a check and the stop: up to about 620 MB measured (one batch of attention
     temporaries of the exact plane engine on the (4,3,2,9) construction, on a loaded machine), so the peak stays
     under the cap.
@@ -201,7 +201,7 @@ class MemoryGuard:
             )
         self._thread = threading.Thread(target=self._watch, name="regioncount-memory-guard", daemon=True)
         self._thread.start()
-        _memory.LIMIT = self.trip  # the engines also check, in the main thread, wherever they grow
+        set_rss_limit(self.trip)  # the engines also check, in the main thread, wherever they grow
         return self
 
     def _watch(self) -> None:
@@ -213,7 +213,7 @@ class MemoryGuard:
                 return
 
     def stop(self) -> None:
-        _memory.LIMIT = None
+        set_rss_limit(None)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()

@@ -9,25 +9,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from regioncount._domain import Box
-from regioncount._errors import DomainError, RegionCountError
-from regioncount._io import load_model, save_model, write_atomic
+from regioncount import DomainError, RegionCountError, load_model, save_model, write_atomic
 
 from ._common import (
     Dir1Opt,
     Dir2Opt,
+    JsonFileOpt,
+    JsonOpt,
     LazyProgress,
     ModelArg,
     OriginOpt,
+    console,
     dump_json,
     fail,
     guarded,
     parse_ints,
     parse_vector,
     slice_from_options,
-    stdout,
 )
 
 relation_app = typer.Typer(
@@ -76,10 +75,8 @@ def fit(
     grid: Annotated[
         int, typer.Option(help="Report errors over every pair of a grid with this many points per axis.")
     ] = 21,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    report: Annotated[
-        Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
-    ] = None,
+    json_out: JsonOpt = False,
+    report: JsonFileOpt = None,
 ):
     """Fit a relation model to a target relation (Adam on MSE) and report the sup and mean error on a grid."""
     from regioncount.relations import fit_relation
@@ -113,6 +110,8 @@ def fit(
     if json_out:
         print(dump_json(d))
         return
+    from rich.table import Table
+
     table = Table(title=f"relation model fitted to {d['target']} ({'symmetric' if d['symmetric'] else 'asymmetric'})")
     table.add_column("quantity")
     table.add_column("value", justify="right")
@@ -122,7 +121,7 @@ def fit(
     table.add_row("final training loss (MSE)", f"{d['final_loss']:.4g}")
     table.add_row("seconds", f"{d['seconds']:.2f}")
     table.add_row("model file", str(out))
-    stdout.print(table)
+    console().print(table)
 
 
 def _retrieval_target(text: str | None, sigma: float):
@@ -204,10 +203,8 @@ def retrieval(
         float,
         typer.Option(help="Softmax weight on the retrieved key for which to report the inverse temperature needed."),
     ] = 0.99,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    out: Annotated[
-        Path | None, typer.Option(help="Also write the JSON result to this file (whole or not at all).")
-    ] = None,
+    json_out: JsonOpt = False,
+    out: JsonFileOpt = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", help="Write one row per key (area, cells, target area) to this CSV file.")
     ] = None,
@@ -231,13 +228,15 @@ def retrieval(
         fail("--margins must be positive numbers", 2)
     if not 0 < weight < 1:
         fail(f"--weight must lie strictly between 0 and 1, got {weight}", 2)
-    fmt = None
+    drawing: tuple[Path, str] | None = None  # --figure and its format, checked before any work
     if figure is not None:
         from ._plot import _image_format
 
-        fmt = _image_format(figure, "--figure")
+        drawing = figure, _image_format(figure, "--figure")
 
     def run():
+        from regioncount import Box
+
         net = load_model(model)
         if not isinstance(net, RelationModel):
             raise RegionCountError(f"{model}: holds a {type(net).__name__}, not a relation model")
@@ -263,10 +262,10 @@ def retrieval(
     if err is not None:
         res["target"] = target
         res.update(err.as_dict())
-    if figure is not None:
+    if drawing is not None:
         from regioncount.plotting import plot_retrieval
 
-        write_atomic(figure, plot_retrieval(ret, err, fmt=fmt))
+        write_atomic(drawing[0], plot_retrieval(ret, err, fmt=drawing[1]))
     if csv_out is not None:
         tareas = None
         if err is not None and err.target_cells is not None:
@@ -277,6 +276,8 @@ def retrieval(
     if json_out:
         print(dump_json(res))
         return
+    from rich.table import Table
+
     table = Table(title=f"{model.name}: retrieval cells for {res['keys']} keys (exact)", show_header=False)
     table.add_row("keys retrieved (positive area)", f"{res['retrieved_keys']} of {res['keys']}")
     table.add_row("connected retrieval cells", f"{res['cells']:,}")
@@ -290,4 +291,4 @@ def retrieval(
         how = "exact" if err.exact else f"sampled from {err.samples:,} points, ± {err.std_error:.2g}"
         table.add_row(f"mistake area vs {target}", f"{err.area:.6g}  ({100 * err.fraction:.3f}%, {how})")
     table.add_row("seconds", f"{res['seconds']:.2f}")
-    stdout.print(table)
+    console().print(table)

@@ -20,6 +20,8 @@ _EXPORTS = {
     "count_sampled": "._sample",
     "count_sampled_prefixes": "._sample",
     "grid_codes": "._sample",
+    "WholePlane": "._whole_plane",
+    "whole_plane_box": "._whole_plane",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -40,3 +42,4 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     )
     from ._space import partition_space as partition_space
     from ._tiles import TiledCount as TiledCount, count_tiled as count_tiled
+    from ._whole_plane import WholePlane as WholePlane, whole_plane_box as whole_plane_box

@@ -18,11 +18,14 @@ _EXPORTS = {
     "relu_upper_serra": "._bounds",
     "transformer_maxout_lower": "._bounds",
     "zaslavsky": "._bounds",
+    "estimate_size": "._bounds",
     "LAYOUTS": "._compile",
     "bound_attaining_transformer": "._compile",
     "compile_constant": "._compile",
     "compile_maxout": "._compile",
     "preactivation_bound": "._compile",
+    "bound_attaining_nbytes": "._compile",
+    "compiled_nbytes": "._compile",
     "MaxoutFold": "._constructions",
     "ReluFold": "._constructions",
     "fold_maxout_network": "._constructions",
@@ -45,6 +48,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from ._bounds import (
         BOUNDS as BOUNDS,
         BoundSpec as BoundSpec,
+        estimate_size as estimate_size,
         maxout_lower as maxout_lower,
         maxout_upper_mrz as maxout_upper_mrz,
         maxout_upper_serra as maxout_upper_serra,
@@ -56,9 +60,11 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     )
     from ._compile import (
         LAYOUTS as LAYOUTS,
+        bound_attaining_nbytes as bound_attaining_nbytes,
         bound_attaining_transformer as bound_attaining_transformer,
         compile_constant as compile_constant,
         compile_maxout as compile_maxout,
+        compiled_nbytes as compiled_nbytes,
         preactivation_bound as preactivation_bound,
     )
     from ._constructions import (

@@ -288,14 +288,25 @@ def _line_conic(z: np.ndarray) -> np.ndarray:
     return Q
 
 
+def _last_axis_matmul(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``A @ W`` on the last axis of ``A (..., d)`` as one 2D product (a stacked product would loop over the
+    leading axes in small pieces)."""
+    return (np.ascontiguousarray(A).reshape(-1, A.shape[-1]) @ W).reshape(A.shape[:-1] + (W.shape[1],))
+
+
 def _product_conic(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """``sum_e q_e(u) k_e(u)`` for affine maps ``q (n, 3, e)`` and ``k (n, 3, e)`` or ``k (n, 3, K, e)`` (``K``
-    maps at once) -> conics ``(n, 6)`` or ``(n, K, 6)``."""
-    one = k.ndim == 3
-    kk = k[:, :, None] if one else k
-    d = lambda i, j: np.einsum("ne,nme->nm", q[:, i], kk[:, j])  # noqa: E731  (every key at once)
-    S = np.stack([d(0, 0), d(0, 1) + d(1, 0), d(1, 1), d(0, 2) + d(2, 0), d(1, 2) + d(2, 1), d(2, 2)], axis=-1)
-    return S[:, 0] if one else S
+    """``sum_e q_e(u) k_e(u)`` for affine maps ``q, k (n, 3, e)`` -> conics ``(n, 6)``."""
+    d = lambda i, j: np.einsum("ne,ne->n", q[:, i], k[:, j])  # noqa: E731
+    return np.stack([d(0, 0), d(0, 1) + d(1, 0), d(1, 1), d(0, 2) + d(2, 0), d(1, 2) + d(2, 1), d(2, 2)], axis=1)
+
+
+def _score_conics(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """Every query-key score ``S_ij(u) = sum_e Q_ie(u) K_je(u)`` as conics: ``Q, K (n, 3, T, e)`` affine maps
+    -> ``(n, T, T, 6)``, from one product per trapezoid of its ``(3T, e)`` query and key coefficients."""
+    n, _, T, e = Q.shape
+    G = np.ascontiguousarray(Q).reshape(n, 3 * T, e) @ np.ascontiguousarray(K).reshape(n, 3 * T, e).transpose(0, 2, 1)
+    P = G.reshape(n, 3, T, 3, T).transpose(1, 3, 0, 2, 4)  # P[c, c2, n, i, j] = <Q_i[c], K_j[c2]>
+    return np.stack([P[0, 0], P[0, 1] + P[1, 0], P[1, 1], P[0, 2] + P[2, 0], P[1, 2] + P[2, 1], P[2, 2]], axis=-1)
 
 
 def _code_dtype(largest: int):
@@ -459,7 +470,7 @@ class _Engine:
         for op in ops:
             if isinstance(op, Affine):
                 if A is not None:
-                    A = A @ op.W.T
+                    A = _last_axis_matmul(A, op.W.T)
                     A[:, 2] += op.b
                 self._tick()
             elif isinstance(op, ReLU):
@@ -566,11 +577,13 @@ class _Engine:
         # final, so that no value or query/key map has to follow the splits
         bwin = self.reg(np.zeros((N, H, T, T), bool))
         for h in range(H):
+            # every score of the head at once (the queries' tournaments then split the trapezoids in turn)
+            a = bA.a
+            bSall = self.reg(_score_conics(_last_axis_matmul(a, op.Wq[h]), _last_axis_matmul(a, op.Wk[h])))
+            del a
             for i in range(T):
                 keys = np.arange(i + 1) if op.causal else np.arange(T)
-                a = bA.a
-                bS = self.reg(_product_conic(a[:, :, i] @ op.Wq[h], a[:, :, keys] @ op.Wk[h]))
-                del a
+                bS = self.reg(bSall.a[:, i, keys])
                 x, y = self.t.witness()
                 champ = self.reg(np.argmax(cn.value(bS.a, x[:, None], y[:, None]), axis=1))
                 tie = self.reg(np.zeros(bS.a.shape[:2], bool))
@@ -595,11 +608,12 @@ class _Engine:
                 self.ties.a[:] += tw.sum(axis=1) > 1
                 bwin.a[:, h, i, : keys.size] = tw
                 self.unreg(bS, champ, tie)
+            self.unreg(bSall)
         a, win = bA.a, bwin.a
         self.unreg(bA, bwin)
         out = np.zeros((a.shape[0], 3, T, d))
         for h in range(H):
-            VO = (a @ op.Wv[h]) @ op.Wo[h]  # (N, 3, T, d)
+            VO = _last_axis_matmul(_last_axis_matmul(a, op.Wv[h]), op.Wo[h])  # (N, 3, T, d)
             for i in range(T):
                 keys = np.arange(i + 1) if op.causal else np.arange(T)
                 tw = win[:, h, i, : keys.size]
@@ -625,7 +639,7 @@ class _Engine:
             for i in range(T):
                 for j in range(i + 1 if op.causal else T):
                     a = bA.a
-                    S = _product_conic(a[:, :, i] @ op.Wq[h], a[:, :, j] @ op.Wk[h])
+                    S = _product_conic(_last_axis_matmul(a[:, :, i], op.Wq[h]), _last_axis_matmul(a[:, :, j], op.Wk[h]))
                     sign = self.split(S, np.ones(self.n, bool))
                     self._code_columns(H * T * T, off)[:, (h * T + i) * T + j] = sign > 0
         self.unreg(bA)

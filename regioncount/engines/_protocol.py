@@ -1,0 +1,140 @@
+"""The op protocol: which engine runs which op of :mod:`regioncount.networks._ops`, and how each refuses the rest.
+
+Every op of a lowered :class:`~regioncount.networks.Program` has a *key* (:func:`op_key`): its class name in
+lower case, and for :class:`~regioncount.networks._ops.Attention` its ``sigma`` too (``"attention/hardmax"``).
+:data:`SUPPORT` is the one table of which engine supports which key; a key an engine does not support maps to
+the :class:`Refusal` (error class and message) it raises, before any work (:func:`refuse_unsupported`).
+
+An engine holds one :class:`Kernels` registry and registers one kernel per key it supports::
+
+    KERNELS = Kernels("plane")
+
+    @KERNELS.register("relu")
+    def _relu(eng, op, A, bd): ...
+
+and its driver dispatches with ``KERNELS.lookup(op)`` once per op (never per region). What a kernel takes and
+returns is the engine's own business; the registry only maps keys to kernels. ``tests/test_ops_protocol.py``
+fails when an engine lacks a kernel for a key its row supports, when a kernel is registered for a key its row
+refuses, when an op type or sigma has no key in some row, or when a refusal is not the one the engine raises.
+
+Adding an op: add its dataclass to ``_ops.py`` (and to the ``Op`` union), a key to every row of
+:data:`SUPPORT` (supported, or a refusal), and one kernel per supporting engine (docs/design.md §10).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Iterable
+
+from .._errors import CurvedBoundaryError, NotPiecewiseError, RegionCountError
+from ..networks._ops import SIGMAS, Attention, Op
+
+
+def op_key(op) -> str:
+    """The protocol key of one op: ``"affine"``, ``"relu"``, ``"groupmax"``, ``"residual"`` or
+    ``"attention/<sigma>"``."""
+    name = type(op).__name__.lower()
+    return f"{name}/{op.sigma}" if isinstance(op, Attention) else name
+
+
+def all_keys() -> tuple[str, ...]:
+    """Every key the op vocabulary has (one per op type, one per attention sigma)."""
+    keys: list[str] = []
+    for cls in typing.get_args(Op):
+        name = cls.__name__.lower()
+        keys += [f"{name}/{s}" for s in SIGMAS] if cls is Attention else [name]
+    return tuple(keys)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """What an engine raises for an op it does not support."""
+
+    error: type[RegionCountError]
+    message: str
+
+    def raise_(self) -> typing.NoReturn:
+        raise self.error(self.message)
+
+
+_SOFTMAX_LAMBDA = "(hardmax attention is its λ → ∞ limit)"
+
+#: engine -> key -> None (supported: the engine has a kernel) or the refusal it raises. ``plane``: the exact
+#: 2D engine (:mod:`._plane`), ``space``: the exact engine for dimension >= 3 (:mod:`._space`), ``line``: the
+#: exact 1D engine (:mod:`._line`), ``replay``: the exact rational replay of one region's maps
+#: (:class:`._exact.ExactReplay`), used by the plane engine's exact fallback.
+SUPPORT: dict[str, dict[str, Refusal | None]] = {
+    "plane": {
+        "affine": None,
+        "relu": None,
+        "groupmax": None,
+        "attention/hardmax": None,
+        "attention/relu": Refusal(
+            CurvedBoundaryError,
+            "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic curves "
+            "(Lai, Lim, Liu 2024), which the plane engine cannot split; use --method line or --method sample",
+        ),
+        "attention/softmax": Refusal(
+            NotPiecewiseError,
+            f"softmax attention is smooth: the network is not piecewise, so it has no regions to count {_SOFTMAX_LAMBDA}",
+        ),
+        "residual": None,
+    },
+}
+
+
+def support(engine: str, key: str) -> Refusal | None:
+    """The table's entry for ``engine`` and ``key`` (KeyError: the table has no such row or key)."""
+    return SUPPORT[engine][key]
+
+
+def refuse_unsupported(engine: str, ops: Iterable) -> None:
+    """Raise the refusal of the first op in ``ops`` (leaf ops, in order) that ``engine`` does not support."""
+    row = SUPPORT[engine]
+    for op in ops:
+        refusal = row[op_key(op)]
+        if refusal is not None:
+            refusal.raise_()
+
+
+class Kernels:
+    """One engine's kernels, one per supported key of its row in :data:`SUPPORT`."""
+
+    def __init__(self, engine: str):
+        if engine not in SUPPORT:
+            raise KeyError(f"engine {engine!r} has no row in the support table")
+        self.engine = engine
+        self.table: dict[str, Callable] = {}
+
+    def register(self, *keys: str) -> Callable[[Callable], Callable]:
+        """Decorator: ``fn`` is this engine's kernel for ``keys``."""
+        row = SUPPORT[self.engine]
+
+        def add(fn: Callable) -> Callable:
+            for key in keys:
+                if key not in row:
+                    raise KeyError(f"{key!r} is not an op key of the support table")
+                if row[key] is not None:
+                    raise ValueError(f"the {self.engine} engine refuses {key!r}: it registers no kernel for it")
+                if key in self.table:
+                    raise ValueError(f"the {self.engine} engine has two kernels for {key!r}")
+                self.table[key] = fn
+            return fn
+
+        return add
+
+    def lookup(self, op) -> Callable:
+        """The kernel for ``op``; an op the engine refuses raises its refusal."""
+        key = op_key(op)
+        fn = self.table.get(key)
+        if fn is None:
+            refusal = SUPPORT[self.engine][key]
+            if refusal is not None:
+                refusal.raise_()
+            raise TypeError(f"the {self.engine} engine has no kernel for {key!r}")
+        return fn
+
+    def missing(self) -> list[str]:
+        """Keys the engine's row supports but no kernel is registered for (empty when complete)."""
+        return [k for k, r in SUPPORT[self.engine].items() if r is None and k not in self.table]

@@ -61,9 +61,10 @@ from fractions import Fraction
 import numpy as np
 
 from .._domain import Segment
-from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError, RegionCountError
+from .._errors import DegreeTooHighError, DomainError, RegionCountError
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
+from ._protocol import Kernels, op_key, support
 
 _ZERO = 1e-12  # relative size below which a compared polynomial counts as identically zero
 _NOISE = 1e-14  # relative margin below which a midpoint decision is not trusted
@@ -560,25 +561,47 @@ def _group_max(st: _State, k: int) -> None:
 
 def _apply(st: _State, ops, tokens: int) -> None:
     for op in ops:
-        n, K1, T, d = st.H.shape
-        if isinstance(op, Affine):
-            st.H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, K1, T, -1)
-            st.H[:, 0] += op.b
-        elif isinstance(op, ReLU):
-            _chunked(st, _relu, 4 * K1 * T * d)
-        elif isinstance(op, GroupMax):
-            _chunked(st, functools.partial(_group_max, k=op.k), 2 * K1 * T * d * op.k)
-        elif isinstance(op, Attention):
-            width = 3 * K1 * op.heads * T * (T * T + op.Wv.shape[2] + op.Wq.shape[2])
-            _chunked(st, functools.partial(_attention, op=op, T=tokens), width)
-        elif isinstance(op, Residual):
-            st.stack.append(st.H)
-            _apply(st, op.body, tokens)
-            X = st.stack.pop()
-            K1 = max(X.shape[1], st.H.shape[1])
-            st.H = _pad(X, K1) + _pad(st.H, K1)
-        else:
-            raise TypeError(f"unknown op {type(op).__name__}")
+        KERNELS.lookup(op)(st, op, tokens)
+
+
+#: The float walk's kernels (the line engine's row of the op protocol): ``kernel(st, op, tokens)`` applies
+#: ``op`` to every interval of ``st``, splitting intervals where the op has boundaries.
+KERNELS = Kernels("line")
+
+
+@KERNELS.register("affine")
+def _affine_op(st: _State, op: Affine, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    st.H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, K1, T, -1)
+    st.H[:, 0] += op.b
+
+
+@KERNELS.register("relu")
+def _relu_op(st: _State, op: ReLU, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    _chunked(st, _relu, 4 * K1 * T * d)
+
+
+@KERNELS.register("groupmax")
+def _group_max_op(st: _State, op: GroupMax, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    _chunked(st, functools.partial(_group_max, k=op.k), 2 * K1 * T * d * op.k)
+
+
+@KERNELS.register("attention/hardmax", "attention/relu")
+def _attention_op(st: _State, op: Attention, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    width = 3 * K1 * op.heads * T * (T * T + op.Wv.shape[2] + op.Wq.shape[2])
+    _chunked(st, functools.partial(_attention, op=op, T=tokens), width)
+
+
+@KERNELS.register("residual")
+def _residual_op(st: _State, op: Residual, tokens: int) -> None:
+    st.stack.append(st.H)
+    _apply(st, op.body, tokens)
+    X = st.stack.pop()
+    K1 = max(X.shape[1], st.H.shape[1])
+    st.H = _pad(X, K1) + _pad(st.H, K1)
 
 
 def _scores(st: _State, op: Attention):
@@ -609,14 +632,8 @@ def _attention(st: _State, op: Attention, T: int) -> None:
         AV = _polymul(S, _project(st.H, op.Wv), lambda a, V: a[:, None] @ V)  # Lai, Lim, Liu 2024: cubic in H
         st.H = _combine(AV, op.Wo)
         st.codes.append(bits)
-    else:
-        raise NotPiecewiseError(_SOFTMAX)
-
-
-_SOFTMAX = (
-    "softmax attention is smooth, not piecewise: it has no pieces to count (hardmax attention is its "
-    "λ → ∞ limit); a sampled count would see only the FFN ReLU codes"
-)
+    else:  # pragma: no cover - the kernel is registered for hardmax and ReLU attention only
+        raise TypeError(f"attention with sigma={op.sigma!r}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1156,8 +1173,9 @@ def _degree_plan(program: Program, max_degree: int) -> int:
             if isinstance(op, Residual):
                 deg = max(deg, visit(op.body, deg))
             elif isinstance(op, Attention):
-                if op.sigma == "softmax":
-                    raise NotPiecewiseError(_SOFTMAX)
+                refusal = support("line", op_key(op))  # softmax: the line engine's refusal
+                if refusal is not None:
+                    refusal.raise_()
                 need = 3 * deg if op.sigma == "relu" else 2 * deg
                 if need > max_degree:
                     raise DegreeTooHighError(

@@ -24,6 +24,7 @@ Adding an op: add its dataclass to ``_ops.py`` (and to the ``Op`` union), a key 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import typing
 from collections.abc import Callable, Iterable
 
@@ -61,9 +62,9 @@ class Refusal:
 _SOFTMAX_LAMBDA = "(hardmax attention is its λ → ∞ limit)"
 
 #: engine -> key -> None (supported: the engine has a kernel) or the refusal it raises. ``plane``: the exact
-#: 2D engine (:mod:`._plane`), ``space``: the exact engine for dimension >= 3 (:mod:`._space`), ``line``: the
-#: exact 1D engine (:mod:`._line`), ``replay``: the exact rational replay of one region's maps
-#: (:class:`._exact.ExactReplay`), used by the plane engine's exact fallback.
+#: 2D engine (:mod:`._plane`, refuses before any work), ``line``: the 1D engine's walk (:mod:`._line`, refuses
+#: before any work), ``space``: the exact engine for dimension >= 3 (:mod:`._space`, refuses when it reaches
+#: the op).
 SUPPORT: dict[str, dict[str, Refusal | None]] = {
     "plane": {
         "affine": None,
@@ -81,7 +82,51 @@ SUPPORT: dict[str, dict[str, Refusal | None]] = {
         ),
         "residual": None,
     },
+    "line": {
+        "affine": None,
+        "relu": None,
+        "groupmax": None,
+        "attention/hardmax": None,
+        "attention/relu": None,
+        "attention/softmax": Refusal(
+            NotPiecewiseError,
+            f"softmax attention is smooth, not piecewise: it has no pieces to count {_SOFTMAX_LAMBDA}; a sampled "
+            "count would see only the FFN ReLU codes",
+        ),
+        "residual": None,
+    },
+    "space": {
+        "affine": None,
+        "relu": None,
+        "groupmax": None,
+        "attention/hardmax": None,
+        "attention/relu": Refusal(
+            CurvedBoundaryError,
+            "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic surfaces "
+            "(Lai, Lim, Liu 2024); use --method line or --method sample",
+        ),
+        "attention/softmax": Refusal(
+            NotPiecewiseError, "softmax attention is smooth: the network has no regions to count"
+        ),
+        "residual": None,
+    },
 }
+
+
+#: The module whose ``KERNELS`` is each engine's :class:`Kernels` (importing it registers every kernel).
+MODULES: dict[str, str] = {
+    "plane": "regioncount.engines._plane",
+    "line": "regioncount.engines._line",
+    "space": "regioncount.engines._space",
+}
+
+
+def kernels_of(engine: str) -> Kernels:
+    """The kernel registry of ``engine`` (its module's ``KERNELS``), with every kernel registered."""
+    kernels = importlib.import_module(MODULES[engine]).KERNELS
+    if not isinstance(kernels, Kernels) or kernels.engine != engine:
+        raise TypeError(f"{MODULES[engine]}.KERNELS is not the {engine} engine's kernel registry")
+    return kernels
 
 
 def support(engine: str, key: str) -> Refusal | None:

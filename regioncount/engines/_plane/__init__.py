@@ -68,6 +68,7 @@ from ._driver import (
     _splits as _splits,
     partition_plane as partition_plane,
 )
+from ._kernels import KERNELS as KERNELS
 from ._maps import (
     _affine as _affine,
     _Bounds as _Bounds,

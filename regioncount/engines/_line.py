@@ -56,6 +56,7 @@ import bisect
 import dataclasses
 import functools
 import math
+import typing
 from fractions import Fraction
 
 import numpy as np
@@ -379,7 +380,11 @@ class _State:
         self.ties = cat([q.ties for q in parts])
 
 
-def _chunked(st: _State, fn, per_interval: int) -> None:
+#: the two interval states (float walk, exact walk): both have ``lo``, ``part`` and ``join``
+_Intervals = typing.TypeVar("_Intervals", "_State", "_AState")
+
+
+def _chunked(st: _Intervals, fn, per_interval: int) -> None:
     """Apply the splitting op ``fn(state)`` to blocks of intervals, so temporaries of ``per_interval``
     floats per interval stay near ``_CHUNK`` floats (memory linear in the pieces, small constant)."""
     n = st.lo.shape[0]
@@ -387,7 +392,7 @@ def _chunked(st: _State, fn, per_interval: int) -> None:
     if n <= step:
         fn(st)
         return
-    parts = []
+    parts: list[_Intervals] = []
     for i in range(0, n, step):
         q = st.part(i, i + step)
         fn(q)
@@ -809,8 +814,18 @@ class _AState:
         self.codes = [c[parent] for c in self.codes]
 
     def part(self, i: int, j: int) -> _AState:
+        lo, hi, dlo, dhi, ilo, ihi, H, E = (
+            a[i:j] for a in (self.lo, self.hi, self.dlo, self.dhi, self.ilo, self.ihi, self.H, self.E)
+        )
         return _AState(
-            *(a[i:j] for a in (self.lo, self.hi, self.dlo, self.dhi, self.ilo, self.ihi, self.H, self.E)),
+            lo,
+            hi,
+            dlo,
+            dhi,
+            ilo,
+            ihi,
+            H,
+            E,
             [(X[i:j], Y[i:j]) for X, Y in self.stack],
             [c[i:j] for c in self.codes],
         )
@@ -862,7 +877,7 @@ class _Walk:
 
     # -- exact values ------------------------------------------------------------------------------
 
-    def _column(self, H, col: tuple[int, int, int], k: int):
+    def _column(self, H, col: tuple[int, ...], k: int):
         """Exact ``(alpha, beta)`` of comparison ``col`` on the exact state ``H (2, T, d)``."""
         c, a, b = col
         if b < 0:
@@ -1254,11 +1269,16 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
         a.setflags(write=False)
     return LinePieces(
         segment=seg,
+        breaks=arrays["breaks"],
+        codes=arrays["codes"],
+        output=arrays["output"],
+        local_output=arrays["local_output"],
         kind="linear" if is_piecewise_linear(program) else "spline",
         degree=degree,
         ties=int(np.count_nonzero(st.ties)),
+        piece_ties=arrays["piece_ties"],
+        same_polynomial=arrays["same_polynomial"],
         exact=False,
-        **arrays,
     )
 
 

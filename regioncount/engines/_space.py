@@ -667,6 +667,11 @@ def _same_units(F, quad, act) -> np.ndarray:
 
 
 class _Engine:
+    #: bounds, over every region, on the l1 error and l1 size of each entry's map coefficients ``(T, d)``
+    #: (set by partition_space, then by each op; see run)
+    E: np.ndarray
+    hb: np.ndarray
+
     def __init__(self, program: Program, st: _Store, exact: _Exact, progress, max_regions):
         self.program = program
         self.st = st
@@ -1027,7 +1032,7 @@ class _Engine:
         eF, hF = np.zeros((U, T)), np.zeros((U, T))
         E_att, hb_att = np.zeros(d), np.zeros(d)
 
-        def lin(E, hb, W):
+        def lin(E: np.ndarray, hb: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             aW = np.abs(W)
             e = E @ aW + _gamma(W.shape[0] + 1) * (hb @ aW)
             return e, hb @ aW + e

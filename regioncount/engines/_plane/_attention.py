@@ -66,11 +66,11 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
         exact &= (qg.min(axis=1)[:, None] > INEXACT_G) & (kg.min(axis=1)[None, :] > INEXACT_G)
         exact &= sa < np.ldexp(1.0, np.clip(53 + g, -1074, 1023))
         exact |= sa == 0
-        u = slice(h * T, (h + 1) * T)
-        F[:, u] = np.stack([C[..., 0, 2] + C[..., 2, 0], C[..., 1, 2] + C[..., 2, 1], C[..., 2, 2]], axis=2)
-        quad[:, u] = np.stack([C[..., 0, 0], C[..., 0, 1] + C[..., 1, 0], C[..., 1, 1]], axis=2)
-        eF[0, u] = np.where(exact, 0.0, err)
-        mF[0, u] = sa
+        queries = slice(h * T, (h + 1) * T)
+        F[:, queries] = np.stack([C[..., 0, 2] + C[..., 2, 0], C[..., 1, 2] + C[..., 2, 1], C[..., 2, 2]], axis=2)
+        quad[:, queries] = np.stack([C[..., 0, 0], C[..., 0, 1] + C[..., 1, 0], C[..., 1, 1]], axis=2)
+        eF[0, queries] = np.where(exact, 0.0, err)
+        mF[0, queries] = sa
     finite_or_raise(eF, mF, what="the attention scores")
     act = np.broadcast_to(np.tile(allowed, (H, 1))[None], (R0, U, T)).copy()
     # Queries whose scores, error bounds and allowed keys are identical on every parent (e.g. a head
@@ -132,9 +132,8 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
             og = np.full(d, INEXACT_G)
         hb_o, eb_o, ge_o = sum_bounds(hb_o, eb_o, ge_o, oa, oe, og)
         hu_o = hu_o + ou
-    bd_out = _Bounds(
-        *(np.broadcast_to(x, (T, d)).copy() for x in (hb_o, eb_o, ge_o)), hu=np.broadcast_to(hu_o, (T, d)).copy()
-    )
+    hb_t, eb_t, ge_t, hu_t = (np.broadcast_to(x, (T, d)).copy() for x in (hb_o, eb_o, ge_o, hu_o))
+    bd_out = _Bounds(hb_t, eb_t, ge_t, hu=hu_t)
     bd_out.check_finite()
     return _Tokens(parts, cls), ("digits", U, st.extra["digits"][: st.n].copy()), bd_out
 

@@ -177,10 +177,12 @@ class _Decisions:
 
     def replay(self) -> ExactReplay:
         if self._replay is None:
+            if self.M0 is None:
+                raise RuntimeError("internal error: the exact input map is not set")
             self._replay = ExactReplay(self.program, self.M0)
         return self._replay
 
-    def _exact_line(self, tag: int) -> tuple[int, int, int]:
+    def _exact_line(self, tag: int) -> tuple[int, ...]:
         """The exact line (integers, up to a positive factor) that the cuts with ``tag`` were made along,
         recomputed from the network's weights and the code of the parent that was cut."""
         if tag < _FIRST_TAG:

@@ -17,8 +17,9 @@ returns is the engine's own business; the registry only maps keys to kernels. ``
 fails when an engine lacks a kernel for a key its row supports, when a kernel is registered for a key its row
 refuses, when an op type or sigma has no key in some row, or when a refusal is not the one the engine raises.
 
-Adding an op: add its dataclass to ``_ops.py`` (and to the ``Op`` union), a key to every row of
-:data:`SUPPORT` (supported, or a refusal), and one kernel per supporting engine (docs/design.md §10).
+Adding an op: add its dataclass to ``_ops.py`` (and to the ``Op`` union); its key is then supported by
+every row of :data:`SUPPORT` unless the row lists a refusal for it, and the test fails until every engine
+that supports it registers a kernel (docs/design.md §10).
 """
 
 from __future__ import annotations
@@ -61,55 +62,55 @@ class Refusal:
 
 _SOFTMAX_LAMBDA = "(hardmax attention is its λ → ∞ limit)"
 
+
+def _row(refused: dict[str, Refusal]) -> dict[str, Refusal | None]:
+    """A row of :data:`SUPPORT`: every key of the vocabulary, supported unless ``refused`` names it."""
+    unknown = set(refused) - set(all_keys())
+    if unknown:
+        raise KeyError(f"not op keys: {sorted(unknown)}")
+    return {key: refused.get(key) for key in all_keys()}
+
+
 #: engine -> key -> None (supported: the engine has a kernel) or the refusal it raises. ``plane``: the exact
 #: 2D engine (:mod:`._plane`, refuses before any work), ``line``: the 1D engine's walk (:mod:`._line`, refuses
 #: before any work), ``space``: the exact engine for dimension >= 3 (:mod:`._space`, refuses when it reaches
 #: the op).
 SUPPORT: dict[str, dict[str, Refusal | None]] = {
-    "plane": {
-        "affine": None,
-        "relu": None,
-        "groupmax": None,
-        "attention/hardmax": None,
-        "attention/relu": Refusal(
-            CurvedBoundaryError,
-            "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic curves "
-            "(Lai, Lim, Liu 2024), which the plane engine cannot split; use --method line or --method sample",
-        ),
-        "attention/softmax": Refusal(
-            NotPiecewiseError,
-            f"softmax attention is smooth: the network is not piecewise, so it has no regions to count {_SOFTMAX_LAMBDA}",
-        ),
-        "residual": None,
-    },
-    "line": {
-        "affine": None,
-        "relu": None,
-        "groupmax": None,
-        "attention/hardmax": None,
-        "attention/relu": None,
-        "attention/softmax": Refusal(
-            NotPiecewiseError,
-            f"softmax attention is smooth, not piecewise: it has no pieces to count {_SOFTMAX_LAMBDA}; a sampled "
-            "count would see only the FFN ReLU codes",
-        ),
-        "residual": None,
-    },
-    "space": {
-        "affine": None,
-        "relu": None,
-        "groupmax": None,
-        "attention/hardmax": None,
-        "attention/relu": Refusal(
-            CurvedBoundaryError,
-            "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic surfaces "
-            "(Lai, Lim, Liu 2024); use --method line or --method sample",
-        ),
-        "attention/softmax": Refusal(
-            NotPiecewiseError, "softmax attention is smooth: the network has no regions to count"
-        ),
-        "residual": None,
-    },
+    "plane": _row(
+        {
+            "attention/relu": Refusal(
+                CurvedBoundaryError,
+                "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic curves "
+                "(Lai, Lim, Liu 2024), which the plane engine cannot split; use --method line or --method sample",
+            ),
+            "attention/softmax": Refusal(
+                NotPiecewiseError,
+                "softmax attention is smooth: the network is not piecewise, so it has no regions to count "
+                f"{_SOFTMAX_LAMBDA}",
+            ),
+        }
+    ),
+    "line": _row(
+        {
+            "attention/softmax": Refusal(
+                NotPiecewiseError,
+                f"softmax attention is smooth, not piecewise: it has no pieces to count {_SOFTMAX_LAMBDA}; a "
+                "sampled count would see only the FFN ReLU codes",
+            ),
+        }
+    ),
+    "space": _row(
+        {
+            "attention/relu": Refusal(
+                CurvedBoundaryError,
+                "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic "
+                "surfaces (Lai, Lim, Liu 2024); use --method line or --method sample",
+            ),
+            "attention/softmax": Refusal(
+                NotPiecewiseError, "softmax attention is smooth: the network has no regions to count"
+            ),
+        }
+    ),
 }
 
 

@@ -91,7 +91,6 @@ from ._polygon import (
     _eval_bound as _eval_bound,
     _float_signs as _float_signs,
     _pad as _pad,
-    _pad_r as _pad_r,
     _pad_tags as _pad_tags,
 )
 from ._store import (

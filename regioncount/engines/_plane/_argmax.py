@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._exact import (
-    EPS,
-    TINY,
-    gamma,
-)
-from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs, _pad, _pad_r, _pad_tags
+from .._exact import EPS, TINY, gamma
+from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs, _pad, _pad_tags
 
 #: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
 ALIAS_TOL = 1e-9
@@ -130,8 +126,8 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
                 V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag[clip], dv[clip], Rv[clip], sides=(1,)
             )
             Mn = max(V.shape[1], Vc.shape[1])
-            V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad_r(Rv, Mn)
-            Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad_r(Rcut, Mn)
+            V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
+            Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
             V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
         V, Rv, nv, tg, owner, r = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive]
     # first cell of each owner replaces it; the others are appended

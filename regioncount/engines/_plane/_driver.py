@@ -16,14 +16,7 @@ from ..._memory import check_rss
 from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
-from .._exact import (
-    EPS,
-    INEXACT_G,
-    ExactMap,
-    column_granularity,
-    exact_frame_error,
-    sum_bounds,
-)
+from .._exact import EPS, INEXACT_G, ExactMap, column_granularity, exact_frame_error, sum_bounds
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS

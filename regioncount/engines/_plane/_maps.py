@@ -8,12 +8,7 @@ import dataclasses
 import numpy as np
 
 from ...networks._ops import Affine
-from .._exact import (
-    ExactMap,
-    affine_bounds,
-    exact_affine,
-    finite_or_raise,
-)
+from .._exact import ExactMap, affine_bounds, exact_affine, finite_or_raise
 from ._polygon import _CHUNK
 
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._exact import (
-    EPS,
-    TINY,
-    gamma,
-)
+from .._exact import EPS, TINY, gamma
 
 #: Number of float64 values a chunked temporary may hold.
 _CHUNK = 1 << 18
@@ -161,21 +157,13 @@ def _disc_reach(cen, rad, w, e):
     return sc, reach
 
 
-def _pad(V: np.ndarray, M: int) -> np.ndarray:
-    if V.shape[1] >= M:
-        return V
-    out = np.empty((V.shape[0], M, 2))
-    out[:, : V.shape[1]] = V
-    out[:, V.shape[1] :] = V[:, :1]
-    return out
-
-
-def _pad_r(R: np.ndarray, M: int) -> np.ndarray:
-    if R.shape[1] >= M:
-        return R
-    out = np.empty((R.shape[0], M))
-    out[:, : R.shape[1]] = R
-    out[:, R.shape[1] :] = R[:, :1]
+def _pad(a: np.ndarray, M: int) -> np.ndarray:
+    """Per-vertex data ``a (n, m, ...)`` (vertices, radii) widened to ``M`` slots by repeating slot 0."""
+    if a.shape[1] >= M:
+        return a
+    out = np.empty((a.shape[0], M) + a.shape[2:], a.dtype)
+    out[:, : a.shape[1]] = a
+    out[:, a.shape[1] :] = a[:, :1]
     return out
 
 

@@ -15,7 +15,7 @@ An engine holds one :class:`Kernels` registry and registers one kernel per key i
 and its driver dispatches with ``KERNELS.lookup(op)`` once per op (never per region). What a kernel takes and
 returns is the engine's own business; the registry only maps keys to kernels. ``tests/test_ops_protocol.py``
 fails when an engine lacks a kernel for a key its row supports, when a kernel is registered for a key its row
-refuses, when an op type or sigma has no key in some row, or when a refusal is not the one the engine raises.
+refuses, when an op dataclass is missing from the vocabulary, or when a refusal is not the one the engine raises.
 
 Adding an op: add its dataclass to ``_ops.py`` (and to the ``Op`` union); its key is then supported by
 every row of :data:`SUPPORT` unless the row lists a refusal for it, and the test fails until every engine
@@ -74,8 +74,9 @@ def _row(refused: dict[str, Refusal]) -> dict[str, Refusal | None]:
 #: engine -> key -> None (supported: the engine has a kernel) or the refusal it raises. ``plane``: the exact
 #: 2D engine (:mod:`._plane`, refuses before any work), ``line``: the 1D engine's walk (:mod:`._line`, refuses
 #: before any work), ``space``: the exact engine for dimension >= 3 (:mod:`._space`, refuses when it reaches
-#: the op).
+#: the op), ``sample``: the JAX forward pass that records codes (:mod:`._forward`).
 SUPPORT: dict[str, dict[str, Refusal | None]] = {
+    "sample": _row({}),  # every op: softmax attention is smooth and records nothing
     "plane": _row(
         {
             "attention/relu": Refusal(
@@ -119,6 +120,7 @@ MODULES: dict[str, str] = {
     "plane": "regioncount.engines._plane",
     "line": "regioncount.engines._line",
     "space": "regioncount.engines._space",
+    "sample": "regioncount.engines._forward",
 }
 
 

@@ -71,26 +71,27 @@ def _row(refused: dict[str, Refusal]) -> dict[str, Refusal | None]:
     return {key: refused.get(key) for key in all_keys()}
 
 
+_PLANE_REFUSALS: dict[str, Refusal] = {
+    "attention/relu": Refusal(
+        CurvedBoundaryError,
+        "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic curves "
+        "(Lai, Lim, Liu 2024), which the plane engine cannot split; use --method line or --method sample",
+    ),
+    "attention/softmax": Refusal(
+        NotPiecewiseError,
+        f"softmax attention is smooth: the network is not piecewise, so it has no regions to count {_SOFTMAX_LAMBDA}",
+    ),
+}
+
 #: engine -> key -> None (supported: the engine has a kernel) or the refusal it raises. ``plane``: the exact
 #: 2D engine (:mod:`._plane`, refuses before any work), ``line``: the 1D engine's walk (:mod:`._line`, refuses
 #: before any work), ``space``: the exact engine for dimension >= 3 (:mod:`._space`, refuses when it reaches
 #: the op), ``sample``: the JAX forward pass that records codes (:mod:`._forward`).
 SUPPORT: dict[str, dict[str, Refusal | None]] = {
     "sample": _row({}),  # every op: softmax attention is smooth and records nothing
-    "plane": _row(
-        {
-            "attention/relu": Refusal(
-                CurvedBoundaryError,
-                "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic curves "
-                "(Lai, Lim, Liu 2024), which the plane engine cannot split; use --method line or --method sample",
-            ),
-            "attention/softmax": Refusal(
-                NotPiecewiseError,
-                "softmax attention is smooth: the network is not piecewise, so it has no regions to count "
-                f"{_SOFTMAX_LAMBDA}",
-            ),
-        }
-    ),
+    "plane": _row(_PLANE_REFUSALS),
+    # the plane engine's exact fallback replays whatever the plane engine runs (:class:`._exact.ExactReplay`)
+    "plane/replay": _row(_PLANE_REFUSALS),
     "line": _row(
         {
             "attention/softmax": Refusal(
@@ -121,6 +122,7 @@ MODULES: dict[str, str] = {
     "line": "regioncount.engines._line",
     "space": "regioncount.engines._space",
     "sample": "regioncount.engines._forward",
+    "plane/replay": "regioncount.engines._exact",
 }
 
 
@@ -147,12 +149,16 @@ def refuse_unsupported(engine: str, ops: Iterable) -> None:
 
 
 class Kernels:
-    """One engine's kernels, one per supported key of its row in :data:`SUPPORT`."""
+    """One engine's kernels, one per supported key of its row in :data:`SUPPORT`. ``structural``: supported
+    keys the engine's driver applies itself, without a kernel (say why where it is declared)."""
 
-    def __init__(self, engine: str):
+    def __init__(self, engine: str, *, structural: tuple[str, ...] = ()):
         if engine not in SUPPORT:
             raise KeyError(f"engine {engine!r} has no row in the support table")
+        if any(SUPPORT[engine].get(k, Refusal(RegionCountError, "")) is not None for k in structural):
+            raise ValueError(f"structural keys {structural} must be keys the {engine} engine supports")
         self.engine = engine
+        self.structural = tuple(structural)
         self.table: dict[str, Callable] = {}
 
     def register(self, *keys: str) -> Callable[[Callable], Callable]:
@@ -165,7 +171,7 @@ class Kernels:
                     raise KeyError(f"{key!r} is not an op key of the support table")
                 if row[key] is not None:
                     raise ValueError(f"the {self.engine} engine refuses {key!r}: it registers no kernel for it")
-                if key in self.table:
+                if key in self.table or key in self.structural:
                     raise ValueError(f"the {self.engine} engine has two kernels for {key!r}")
                 self.table[key] = fn
             return fn
@@ -185,4 +191,6 @@ class Kernels:
 
     def missing(self) -> list[str]:
         """Keys the engine's row supports but no kernel is registered for (empty when complete)."""
-        return [k for k, r in SUPPORT[self.engine].items() if r is None and k not in self.table]
+        return [
+            k for k, r in SUPPORT[self.engine].items() if r is None and k not in self.table and k not in self.structural
+        ]

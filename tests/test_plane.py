@@ -294,7 +294,7 @@ def test_row_batches_give_the_same_partition(net, monkeypatch):
 
     dom = Box(-2, 2, 2)
     whole = partition_plane(net, dom)
-    monkeypatch.setattr(plane, "BATCH", 16)
+    monkeypatch.setattr(plane._driver, "BATCH", 16)  # the constant lives in the driver
     seen = []
     parts = partition_plane(net, dom, progress=lambda d, t: seen.append((d, t)))
     assert parts.n_regions == whole.n_regions > 100

@@ -39,6 +39,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, *, pro
         with client:
             yield client
         return
+    assert workers is not None  # exactly one of workers= and scheduler= (checked above)
     if workers < 1:
         raise RegionCountError(f"--workers must be at least 1, got {workers}")
     with (

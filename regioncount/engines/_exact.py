@@ -25,6 +25,9 @@ import math
 
 import numpy as np
 
+from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual
+from ._protocol import Kernels
+
 #: unit roundoff of float64
 EPS = 2.0**-53
 #: sentinel granularity exponent of an all-zero column (no constraint on products)
@@ -263,65 +266,6 @@ def exact_affine(M: ExactMap, W, b, rows=None) -> ExactMap:
     return ExactMap(N, g)
 
 
-def _leaves_of(ops):
-    from ..networks._ops import Residual
-
-    for op in ops:
-        if isinstance(op, Residual):
-            yield from _leaves_of(op.body)
-        else:
-            yield op
-
-
-def exact_maps_at(program, M0: ExactMap, code_rows: list, stop_leaf: int | None) -> ExactMap:
-    """The exact maps ``(3, T, d)`` of one region at the start of leaf op ``stop_leaf`` (leaves numbered in
-    program order, residual bodies inline). ``M0``: the exact input map; ``code_rows``: per earlier non-affine
-    leaf, the region's decisions (ReLU bits or argmax digits, one int array each). ``stop_leaf=None``: the
-    maps at the program's output."""
-    state = {"leaf": 0, "code": 0, "done": False}
-
-    def run(ops, M):
-        from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual
-
-        for op in ops:
-            if state["done"]:
-                return M
-            if isinstance(op, Residual):
-                out = run(op.body, M)
-                if state["done"]:
-                    return out
-                M = M + out
-                continue
-            if state["leaf"] == stop_leaf:
-                state["done"] = True
-                return M
-            state["leaf"] += 1
-            if isinstance(op, Affine):
-                M = exact_affine(M, op.W, op.b)
-                continue
-            code = np.asarray(code_rows[state["code"]]).astype(np.int64)
-            state["code"] += 1
-            _, T, d = M.N.shape
-            if isinstance(op, ReLU):
-                M = ExactMap(M.N * code.reshape(1, T, d).astype(object), M.s)
-            elif isinstance(op, GroupMax):
-                k = op.k
-                n = d // k
-                N = M.N.reshape(3, T, n, k)
-                idx = code.reshape(T, n)
-                M = ExactMap(np.take_along_axis(N, idx[None, :, :, None], axis=3)[..., 0], M.s)
-            elif isinstance(op, Attention):
-                M = _exact_attention(M, op, code)
-            else:  # pragma: no cover - the vocabulary is closed
-                raise TypeError(f"unknown op {type(op).__name__}")
-        return M
-
-    out = run(program.ops, M0)
-    if not state["done"] and stop_leaf is not None:
-        raise ArithmeticError("internal error: the op to stop at was not reached")
-    return out
-
-
 def exact_scores(M: ExactMap, Wq, Wk):
     """Exact score coefficients of one head: ``F (3, T, T)`` (u1, u2, 1) and ``Q2 (3, T, T)`` (u1^2, u1 u2,
     u2^2) of ``S_ij``, as ints of one positive scale (returned third)."""
@@ -366,6 +310,36 @@ def _exact_attention(M: ExactMap, op, digits) -> ExactMap:
     return total
 
 
+#: The exact replay's kernels: ``kernel(op, M, code) -> ExactMap`` maps one region's exact maps ``M (3, T, d)``
+#: through ``op`` given its decisions ``code`` (None for ops that split nothing). The replay serves the plane
+#: engine's exact fallback, so its row is the plane engine's (op protocol, :mod:`._protocol`).
+KERNELS = Kernels("plane/replay", structural=("residual",))  # residual bodies: flattened to push/pop
+
+
+@KERNELS.register("affine")
+def _replay_affine(op: Affine, M: ExactMap, code) -> ExactMap:
+    return exact_affine(M, op.W, op.b)
+
+
+@KERNELS.register("relu")
+def _replay_relu(op: ReLU, M: ExactMap, code: np.ndarray) -> ExactMap:
+    _, T, d = M.N.shape
+    return ExactMap(M.N * code.reshape(1, T, d).astype(object), M.s)
+
+
+@KERNELS.register("groupmax")
+def _replay_groupmax(op: GroupMax, M: ExactMap, code: np.ndarray) -> ExactMap:
+    _, T, d = M.N.shape
+    n = d // op.k
+    N = M.N.reshape(3, T, n, op.k)
+    return ExactMap(np.take_along_axis(N, code.reshape(T, n)[None, :, :, None], axis=3)[..., 0], M.s)
+
+
+@KERNELS.register("attention/hardmax")
+def _replay_attention(op: Attention, M: ExactMap, code: np.ndarray) -> ExactMap:
+    return _exact_attention(M, op, code)
+
+
 def int_vertex_sign(l1, l2, l3) -> int:
     """Exact sign of integer line ``l3`` at the intersection of integer lines ``l1`` and ``l2``."""
     a1, b1, c1 = l1
@@ -397,12 +371,11 @@ class ExactReplay:
     def __init__(self, program, M0: ExactMap, size: int = 8192):
         from collections import OrderedDict
 
-        from ..networks._ops import Affine, Residual
-
         self.M0 = M0
         self.size = size
         self.memo: OrderedDict = OrderedDict()
-        # flattened program: ("push",), ("pop",), ("leaf", op, leaf index, split?)
+        # flattened program: ("push",), ("pop",), ("leaf", op, leaf index, split?, kernel); each op's kernel is
+        # looked up once here, not per region
         self.ins: list[tuple] = []
         self.leaf_pos: dict[int, int] = {}
         self.split_before: dict[int, int] = {}  # leaf index -> split leaves before it
@@ -419,7 +392,7 @@ class ExactReplay:
                     self.leaf_pos[i] = len(self.ins)
                     self.split_before[i] = count["split"]
                     split = not isinstance(op, Affine)
-                    self.ins.append(("leaf", op, i, split))
+                    self.ins.append(("leaf", op, i, split, KERNELS.lookup(op)))
                     count["leaf"] += 1
                     count["split"] += split
 
@@ -431,31 +404,15 @@ class ExactReplay:
         if pos == 0:
             return None
         ins = self.ins[pos - 1]
-        from ..networks._ops import Affine
-
         return ins[1] if ins[0] == "leaf" and isinstance(ins[1], Affine) else None
 
     def _step(self, ins, M, stack, code):
-        from ..networks._ops import Affine, Attention, GroupMax, ReLU
-
         if ins[0] == "push":
             return M, stack + (M,)
         if ins[0] == "pop":
             return stack[-1] + M, stack[:-1]
-        op = ins[1]
-        if isinstance(op, Affine):
-            return exact_affine(M, op.W, op.b), stack
-        code = np.asarray(code).astype(np.int64)
-        _, T, d = M.N.shape
-        if isinstance(op, ReLU):
-            return ExactMap(M.N * code.reshape(1, T, d).astype(object), M.s), stack
-        if isinstance(op, GroupMax):
-            n = d // op.k
-            N = M.N.reshape(3, T, n, op.k)
-            return ExactMap(np.take_along_axis(N, code.reshape(T, n)[None, :, :, None], axis=3)[..., 0], M.s), stack
-        if isinstance(op, Attention):
-            return _exact_attention(M, op, code), stack
-        raise TypeError(f"unknown op {type(op).__name__}")  # pragma: no cover
+        _, op, _, split, kernel = ins
+        return kernel(op, M, np.asarray(code).astype(np.int64) if split else None), stack
 
     def maps_at(self, code_rows: list, stop_leaf: int) -> ExactMap:
         """The exact maps at the start of leaf ``stop_leaf``; ``code_rows``: the region's decisions at every

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401  (float64)
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
+from ._protocol import Kernels
 
 
 def _attention(op: Attention, H, codes: list, ties: list):
@@ -44,22 +45,38 @@ def _attention(op: Attention, H, codes: list, ties: list):
 
 def _apply(ops, H, codes: list, ties: list):
     for op in ops:
-        if isinstance(op, Affine):
-            H = H @ op.W.T + op.b
-        elif isinstance(op, ReLU):
-            codes.append((H > 0).ravel().astype(jnp.int32))
-            H = jnp.maximum(H, 0.0)
-        elif isinstance(op, GroupMax):
-            G = H.reshape(H.shape[0], -1, op.k)
-            codes.append(jnp.argmax(G, axis=-1).ravel().astype(jnp.int32))
-            H = jnp.max(G, axis=-1)
-        elif isinstance(op, Attention):
-            H = _attention(op, H, codes, ties)
-        elif isinstance(op, Residual):
-            H = H + _apply(op.body, H, codes, ties)
-        else:
-            raise TypeError(f"unknown op {type(op).__name__}")
+        H = KERNELS.lookup(op)(op, H, codes, ties)
     return H
+
+
+#: The sample engine's kernels (its row of the op protocol): ``kernel(op, H, codes, ties) -> H`` for one
+#: example's ``H (T, d)``, appending the op's code entries. They run while ``jax.jit`` traces, so the lookup
+#: costs nothing per example.
+KERNELS = Kernels("sample")
+KERNELS.register("attention/hardmax", "attention/relu", "attention/softmax")(_attention)
+
+
+@KERNELS.register("affine")
+def _affine(op: Affine, H, codes: list, ties: list):
+    return H @ op.W.T + op.b
+
+
+@KERNELS.register("relu")
+def _relu(op: ReLU, H, codes: list, ties: list):
+    codes.append((H > 0).ravel().astype(jnp.int32))
+    return jnp.maximum(H, 0.0)
+
+
+@KERNELS.register("groupmax")
+def _group_max(op: GroupMax, H, codes: list, ties: list):
+    G = H.reshape(H.shape[0], -1, op.k)
+    codes.append(jnp.argmax(G, axis=-1).ravel().astype(jnp.int32))
+    return jnp.max(G, axis=-1)
+
+
+@KERNELS.register("residual")
+def _residual(op: Residual, H, codes: list, ties: list):
+    return H + _apply(op.body, H, codes, ties)
 
 
 def forward_one(program: Program, x):

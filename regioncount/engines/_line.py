@@ -56,14 +56,16 @@ import bisect
 import dataclasses
 import functools
 import math
+import typing
 from fractions import Fraction
 
 import numpy as np
 
 from .._domain import Segment
-from .._errors import DegreeTooHighError, DomainError, NotPiecewiseError, RegionCountError
+from .._errors import DegreeTooHighError, DomainError, RegionCountError
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
+from ._protocol import Kernels, op_key, support
 
 _ZERO = 1e-12  # relative size below which a compared polynomial counts as identically zero
 _NOISE = 1e-14  # relative margin below which a midpoint decision is not trusted
@@ -378,7 +380,11 @@ class _State:
         self.ties = cat([q.ties for q in parts])
 
 
-def _chunked(st: _State, fn, per_interval: int) -> None:
+#: the two interval states (float walk, exact walk): both have ``lo``, ``part`` and ``join``
+_Intervals = typing.TypeVar("_Intervals", "_State", "_AState")
+
+
+def _chunked(st: _Intervals, fn, per_interval: int) -> None:
     """Apply the splitting op ``fn(state)`` to blocks of intervals, so temporaries of ``per_interval``
     floats per interval stay near ``_CHUNK`` floats (memory linear in the pieces, small constant)."""
     n = st.lo.shape[0]
@@ -386,7 +392,7 @@ def _chunked(st: _State, fn, per_interval: int) -> None:
     if n <= step:
         fn(st)
         return
-    parts = []
+    parts: list[_Intervals] = []
     for i in range(0, n, step):
         q = st.part(i, i + step)
         fn(q)
@@ -560,25 +566,47 @@ def _group_max(st: _State, k: int) -> None:
 
 def _apply(st: _State, ops, tokens: int) -> None:
     for op in ops:
-        n, K1, T, d = st.H.shape
-        if isinstance(op, Affine):
-            st.H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, K1, T, -1)
-            st.H[:, 0] += op.b
-        elif isinstance(op, ReLU):
-            _chunked(st, _relu, 4 * K1 * T * d)
-        elif isinstance(op, GroupMax):
-            _chunked(st, functools.partial(_group_max, k=op.k), 2 * K1 * T * d * op.k)
-        elif isinstance(op, Attention):
-            width = 3 * K1 * op.heads * T * (T * T + op.Wv.shape[2] + op.Wq.shape[2])
-            _chunked(st, functools.partial(_attention, op=op, T=tokens), width)
-        elif isinstance(op, Residual):
-            st.stack.append(st.H)
-            _apply(st, op.body, tokens)
-            X = st.stack.pop()
-            K1 = max(X.shape[1], st.H.shape[1])
-            st.H = _pad(X, K1) + _pad(st.H, K1)
-        else:
-            raise TypeError(f"unknown op {type(op).__name__}")
+        KERNELS.lookup(op)(st, op, tokens)
+
+
+#: The float walk's kernels (the line engine's row of the op protocol): ``kernel(st, op, tokens)`` applies
+#: ``op`` to every interval of ``st``, splitting intervals where the op has boundaries.
+KERNELS = Kernels("line")
+
+
+@KERNELS.register("affine")
+def _affine_op(st: _State, op: Affine, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    st.H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, K1, T, -1)
+    st.H[:, 0] += op.b
+
+
+@KERNELS.register("relu")
+def _relu_op(st: _State, op: ReLU, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    _chunked(st, _relu, 4 * K1 * T * d)
+
+
+@KERNELS.register("groupmax")
+def _group_max_op(st: _State, op: GroupMax, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    _chunked(st, functools.partial(_group_max, k=op.k), 2 * K1 * T * d * op.k)
+
+
+@KERNELS.register("attention/hardmax", "attention/relu")
+def _attention_op(st: _State, op: Attention, tokens: int) -> None:
+    n, K1, T, d = st.H.shape
+    width = 3 * K1 * op.heads * T * (T * T + op.Wv.shape[2] + op.Wq.shape[2])
+    _chunked(st, functools.partial(_attention, op=op, T=tokens), width)
+
+
+@KERNELS.register("residual")
+def _residual_op(st: _State, op: Residual, tokens: int) -> None:
+    st.stack.append(st.H)
+    _apply(st, op.body, tokens)
+    X = st.stack.pop()
+    K1 = max(X.shape[1], st.H.shape[1])
+    st.H = _pad(X, K1) + _pad(st.H, K1)
 
 
 def _scores(st: _State, op: Attention):
@@ -609,14 +637,8 @@ def _attention(st: _State, op: Attention, T: int) -> None:
         AV = _polymul(S, _project(st.H, op.Wv), lambda a, V: a[:, None] @ V)  # Lai, Lim, Liu 2024: cubic in H
         st.H = _combine(AV, op.Wo)
         st.codes.append(bits)
-    else:
-        raise NotPiecewiseError(_SOFTMAX)
-
-
-_SOFTMAX = (
-    "softmax attention is smooth, not piecewise: it has no pieces to count (hardmax attention is its "
-    "λ → ∞ limit); a sampled count would see only the FFN ReLU codes"
-)
+    else:  # pragma: no cover - the kernel is registered for hardmax and ReLU attention only
+        raise TypeError(f"attention with sigma={op.sigma!r}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -792,8 +814,18 @@ class _AState:
         self.codes = [c[parent] for c in self.codes]
 
     def part(self, i: int, j: int) -> _AState:
+        lo, hi, dlo, dhi, ilo, ihi, H, E = (
+            a[i:j] for a in (self.lo, self.hi, self.dlo, self.dhi, self.ilo, self.ihi, self.H, self.E)
+        )
         return _AState(
-            *(a[i:j] for a in (self.lo, self.hi, self.dlo, self.dhi, self.ilo, self.ihi, self.H, self.E)),
+            lo,
+            hi,
+            dlo,
+            dhi,
+            ilo,
+            ihi,
+            H,
+            E,
             [(X[i:j], Y[i:j]) for X, Y in self.stack],
             [c[i:j] for c in self.codes],
         )
@@ -845,7 +877,7 @@ class _Walk:
 
     # -- exact values ------------------------------------------------------------------------------
 
-    def _column(self, H, col: tuple[int, int, int], k: int):
+    def _column(self, H, col: tuple[int, ...], k: int):
         """Exact ``(alpha, beta)`` of comparison ``col`` on the exact state ``H (2, T, d)``."""
         c, a, b = col
         if b < 0:
@@ -1156,8 +1188,9 @@ def _degree_plan(program: Program, max_degree: int) -> int:
             if isinstance(op, Residual):
                 deg = max(deg, visit(op.body, deg))
             elif isinstance(op, Attention):
-                if op.sigma == "softmax":
-                    raise NotPiecewiseError(_SOFTMAX)
+                refusal = support("line", op_key(op))  # softmax: the line engine's refusal
+                if refusal is not None:
+                    refusal.raise_()
                 need = 3 * deg if op.sigma == "relu" else 2 * deg
                 if need > max_degree:
                     raise DegreeTooHighError(
@@ -1236,11 +1269,16 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
         a.setflags(write=False)
     return LinePieces(
         segment=seg,
+        breaks=arrays["breaks"],
+        codes=arrays["codes"],
+        output=arrays["output"],
+        local_output=arrays["local_output"],
         kind="linear" if is_piecewise_linear(program) else "spline",
         degree=degree,
         ties=int(np.count_nonzero(st.ties)),
+        piece_ties=arrays["piece_ties"],
+        same_polynomial=arrays["same_polynomial"],
         exact=False,
-        **arrays,
     )
 
 

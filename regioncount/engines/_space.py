@@ -52,14 +52,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from .._domain import AffineSlice, Box, Slice
-from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError
+from .._errors import CurvedBoundaryError, DomainError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._polytopes import Polytopes
+from ._protocol import Kernels
 
 #: Relative margin (of a hyperplane's size on the domain) under which a float64 sign is never trusted, on
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
@@ -665,6 +667,11 @@ def _same_units(F, quad, act) -> np.ndarray:
 
 
 class _Engine:
+    #: bounds, over every region, on the l1 error and l1 size of each entry's map coefficients ``(T, d)``
+    #: (set by partition_space, then by each op; see run)
+    E: np.ndarray
+    hb: np.ndarray
+
     def __init__(self, program: Program, st: _Store, exact: _Exact, progress, max_regions):
         self.program = program
         self.st = st
@@ -826,36 +833,7 @@ class _Engine:
         error analysis: an n-term sum of products is off by at most gamma_n times the sum of |terms|)."""
         chain = np.arange(self.st.n)
         for op in ops:
-            if isinstance(op, Residual):
-                E0, hb0 = self.E, self.hb
-                A_b, par = self.run(op.body, A)
-                A = A[par] + A_b
-                self.E = E0 + self.E + _U * (hb0 + self.hb)
-                self.hb = hb0 + self.hb + self.E
-            elif isinstance(op, Affine):
-                A = _affine(A, op)
-                aW = np.abs(op.W).T
-                bb = np.abs(op.b) if op.b.ndim == 2 else np.abs(op.b)[None, :]
-                self.E = self.E @ aW + _gamma(op.W.shape[1] + 1) * (self.hb @ aW + bb)
-                self.hb = self.hb @ aW + bb + self.E
-                par = None
-                self._tick()
-            else:
-                self.st.reset_parents()
-                self._cache = {}
-                if isinstance(op, ReLU):
-                    A, block = self.relu(A)
-                elif isinstance(op, GroupMax):
-                    A, block = self.groupmax(A, op.k)
-                elif isinstance(op, Attention):
-                    A, block = self.attention(A, op)
-                else:
-                    raise TypeError(f"unknown op {type(op).__name__}")
-                par = self.st.anc[: self.st.n].copy()
-                self.blocks = [(kind, w, arr[par]) for kind, w, arr in self.blocks] + [block]
-                self.split_index += 1
-                self.st.compact()
-                self._tick()
+            A, par = KERNELS.lookup(op)(self, op, A)
             if par is not None:
                 chain = chain[par]
         return A, chain
@@ -1045,13 +1023,6 @@ class _Engine:
         R0, c1, T, d = A.shape
         k = c1 - 1
         H = op.heads
-        if op.sigma == "softmax":
-            raise NotPiecewiseError("softmax attention is smooth: the network has no regions to count")
-        if op.sigma != "hardmax":
-            raise CurvedBoundaryError(
-                "ReLU attention is not piecewise linear: its cells are spline pieces bounded by algebraic "
-                "surfaces (Lai, Lim, Liu 2024); use --method line or --method sample"
-            )
         allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
         U = H * T
         F = np.zeros((R0, U, c1, T))
@@ -1061,7 +1032,7 @@ class _Engine:
         eF, hF = np.zeros((U, T)), np.zeros((U, T))
         E_att, hb_att = np.zeros(d), np.zeros(d)
 
-        def lin(E, hb, W):
+        def lin(E: np.ndarray, hb: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             aW = np.abs(W)
             e = E @ aW + _gamma(W.shape[0] + 1) * (hb @ aW)
             return e, hb @ aW + e
@@ -1128,6 +1099,56 @@ class _Engine:
         self.E = np.broadcast_to(E_att, (T, d)).copy()
         self.hb = np.broadcast_to(hb_att + E_att, (T, d)).copy()
         return out, ("digits", U, dig.astype(np.uint8 if T <= 256 else np.int32))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the op kernels (the space engine's row of the op protocol): ``kernel(eng, op, A) -> (A, par)``, ``par`` the
+# parent of each region at entry (None: no region was split)
+
+KERNELS = Kernels("space")
+
+
+@KERNELS.register("residual")
+def _residual_op(eng: _Engine, op: Residual, A: np.ndarray):
+    E0, hb0 = eng.E, eng.hb
+    A_b, par = eng.run(op.body, A)
+    A = A[par] + A_b
+    eng.E = E0 + eng.E + _U * (hb0 + eng.hb)
+    eng.hb = hb0 + eng.hb + eng.E
+    return A, par
+
+
+@KERNELS.register("affine")
+def _affine_op(eng: _Engine, op: Affine, A: np.ndarray):
+    A = _affine(A, op)
+    aW = np.abs(op.W).T
+    bb = np.abs(op.b) if op.b.ndim == 2 else np.abs(op.b)[None, :]
+    eng.E = eng.E @ aW + _gamma(op.W.shape[1] + 1) * (eng.hb @ aW + bb)
+    eng.hb = eng.hb @ aW + bb + eng.E
+    eng._tick()
+    return A, None
+
+
+def _splitter(split: Callable[[_Engine, Any, np.ndarray], tuple[np.ndarray, tuple]]):
+    """A kernel from ``split(eng, op, A) -> (A, code block)``, which splits every region (each is a parent)."""
+
+    def kernel(eng: _Engine, op, A: np.ndarray):
+        eng.st.reset_parents()
+        eng._cache = {}
+        A, block = split(eng, op, A)
+        par = eng.st.anc[: eng.st.n].copy()
+        eng.blocks = [(kind, w, arr[par]) for kind, w, arr in eng.blocks] + [block]
+        eng.split_index += 1
+        eng.st.compact()
+        eng._tick()
+        return A, par
+
+    return kernel
+
+
+KERNELS.register("relu")(_splitter(lambda eng, op, A: eng.relu(A)))
+KERNELS.register("groupmax")(_splitter(lambda eng, op, A: eng.groupmax(A, op.k)))
+KERNELS.register("attention/hardmax")(_splitter(lambda eng, op, A: eng.attention(A, op)))
 
 
 # ----------------------------------------------------------------------------------------------------

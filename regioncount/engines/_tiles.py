@@ -80,10 +80,11 @@ def split_domain(domain, tiles) -> list[tuple[tuple[int, int], Box | Slice]]:
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
     xs = _cuts(lo[0], hi[0], cols)
     ys = _cuts(lo[1], hi[1], rows)
-    out = []
+    out: list[tuple[tuple[int, int], Box | Slice]] = []
     for r in range(rows):
         for c in range(cols):
             tlo, thi = (xs[c], ys[r]), (xs[c + 1], ys[r + 1])
+            tile: Box | Slice
             if isinstance(domain, Box):
                 tile = Box(tlo, thi)
             else:
@@ -356,6 +357,8 @@ def _merged_partition(domain, grid, parts: list[Partition]) -> Partition:
     for (r, c), p in zip(order, parts, strict=True):
         side_tag = np.array([cols + 1 + r, c + 1, cols + 1 + r + 1, c])
         t = p.edge_tags
+        if t is None:
+            raise ValueError("a tile's partition has no edge tags (the plane engine always writes them)")
         g = np.where(t < 4, side_tag[np.clip(t, 0, 3)], base + t)
         tags.append(g)
         base += int(t.max(initial=0)) + 1
@@ -404,7 +407,8 @@ def write_shard(path, part: Partition) -> None:
     for i, (_, _, a) in enumerate(part._blocks):
         arrays[f"block{i}"] = a
     buf = io.BytesIO()
-    np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
+    # numpy's stub checks **kwds against savez's allow_pickle: bool; every value here is an array
+    np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
     write_atomic(path, buf.getvalue())
 
 
@@ -412,6 +416,7 @@ def read_shard(path) -> Partition:
     """The :class:`Partition` written by :func:`write_shard` (its domain is the tile)."""
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
+        dom: Box | Slice
         if meta["domain"] == "Slice":
             dom = Slice(z["x0"], z["v1"], z["v2"], z["lo"], z["hi"])
         else:

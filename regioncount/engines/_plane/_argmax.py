@@ -1,0 +1,168 @@
+"""Argmax cells, shared by the plane engine's GroupMax (maxout units) and hardmax attention splitters: per
+unit, the cells of an argmax of ``k`` affine functions, obtained by clipping each region with the halfplanes
+``f_r >= f_j`` (ties go to the lower index, like ``argmax``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._exact import EPS, TINY, gamma
+from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs, _pad, _pad_tags
+
+#: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
+ALIAS_TOL = 1e-9
+
+
+def argmax_start(eng, F: np.ndarray, E: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Winner per parent and unit where it is provably the argmax on the whole polygon, else -1.
+
+    ``F (R0, U, 3, k)`` affine pieces, ``E (R0 or 1, U, k)`` their coefficient errors, ``active (R0, U, k)``.
+    """
+    st = eng.st
+    R0, U, _, k = F.shape
+    win = np.full((R0, U), -1, np.int64)
+    step = max(1, _CHUNK // max(1, 4 * st.M * U * k))
+    for lo in range(0, R0, step):
+        sl = slice(lo, min(R0, lo + step))
+        V, Rv = st.V[sl], st.R[sl]
+        El = E[sl] if E.shape[0] > 1 else E
+        Fs, act = F[sl], active[sl]
+        # (n, M, U, k) values at vertices and their bounds, and the values at an interior point
+        vals = np.einsum("nmc,nuck->nmuk", np.concatenate([V, np.ones(V.shape[:2] + (1,))], -1), Fs)
+        aF = np.abs(Fs)
+        aV = np.abs(V)
+        bnd = gamma(3) * np.einsum("nmc,nuck->nmuk", np.concatenate([aV, np.ones(V.shape[:2] + (1,))], -1), aF)
+        bnd += El[:, None] * (1.0 + aV.sum(axis=2) + 2 * Rv)[:, :, None, None]
+        bnd += (aF[:, None, :, 0] + aF[:, None, :, 1]) * Rv[:, :, None, None]
+        ctr = vals.mean(axis=1)
+        ctr = np.where(act, ctr, -np.inf)
+        r = np.argmax(ctr, axis=-1)
+        vr = np.take_along_axis(vals, r[:, None, :, None], -1)
+        br = np.take_along_axis(bnd, r[:, None, :, None], -1)
+        diff = vr - vals
+        dd = (br + bnd + EPS * np.abs(diff)) * (1 + 16 * EPS) + TINY
+        lower = np.arange(k) < r[..., None]
+        ok = np.all(diff >= dd, axis=1) & (~lower | np.any(diff > dd, axis=1))
+        ok |= ~act
+        ok[np.arange(ok.shape[0])[:, None], np.arange(U)[None, :], r] = True
+        win[sl] = np.where(np.all(ok, axis=-1), r, -1)
+    return win
+
+
+def _beaten(cen, rad, F, E, act) -> np.ndarray:
+    """``(n, k)``: piece ``r`` provably loses, on the whole disc ``(cen (n, 2), rad (n,))`` that holds a
+    polygon, to the first allowed piece ``j`` it is clipped against in :func:`argmax_unit` (``F (n, 3, k)``,
+    errors ``E`` and ``act (n, k)``). That clip is then the first one its cell meets and leaves no vertex
+    on the positive side, so the cell dies there, untouched: dropping it before any geometry changes
+    nothing, not even the width of the polygon store."""
+    n, _, k = F.shape
+    if k < 2 or n == 0:
+        return np.zeros((n, k), bool)
+    # clip order of piece r: j = r + 1, r + 2, ... (mod k); the first allowed one
+    js = (np.arange(k)[:, None] + np.arange(1, k)) % k  # (k, k - 1)
+    a = act[:, js]  # (n, k, k - 1)
+    j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
+    Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
+    g = Fj - F  # f_j - f_r, (n, 3, k)
+    eg = E + np.take_along_axis(E, j, axis=1) + 2 * EPS * np.abs(g).max(axis=1)
+    sc, reach = _disc_reach(cen[:, None, :], rad[:, None], g.transpose(0, 2, 1), eg)
+    return np.any(a, axis=2) & (sc > reach)
+
+
+def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: dict):
+    """Split every region whose op-start parent has no proven winner for unit ``u`` into argmax cells.
+
+    ``F_u (R0, 3, k)``, ``E_u (R0 or 1, k)``, ``act_u (R0, k)`` bool, ``win_u (R0,)``; ``kind`` and ``info``
+    name the op in the engine's records (see :meth:`~._predicates._Decisions._exact_line`).
+    """
+    st = eng.st
+    k = F_u.shape[2]
+    anc = st.anc[: st.n]
+    cand = np.flatnonzero(win_u[anc] < 0)
+    if cand.size == 0:
+        return
+    Rc = cand.size
+    par = anc[cand]
+    base = eng.take_tags(R0 * k * (k - 1) // 2)
+    eng.record(kind, base, R0 * k * (k - 1) // 2, R0=R0, u=u, k=k, **info)
+    El = np.broadcast_to(E_u, (R0, k)) if E_u.shape[0] == 1 else E_u
+    keep = act_u[par] & ~_beaten(st.cen[cand], st.rad[cand], F_u[par], El[par], act_u[par])
+    owner = np.repeat(np.arange(Rc), k)
+    r = np.tile(np.arange(k), Rc)
+    keep = keep.reshape(-1)
+    owner, r = owner[keep], r[keep]
+    V = st.V[cand][owner]
+    Rv = st.R[cand][owner]
+    nv = st.nv[cand][owner]
+    tg = st.tag[cand][owner]
+    canon = _line_classes(F_u, np.unique(par), k)
+    for m in range(1, k):
+        j = (r + m) % k
+        pj = par[owner]
+        fr, fj = F_u[pj, :, r], F_u[pj, :, j]
+        g = fr - fj
+        # the rounding error of the subtraction, exactly (Knuth's TwoSum)
+        bv = g - fr
+        err = np.abs((fr - (g - bv)) + (-fj - bv))
+        eg = El[pj, r] + El[pj, j] + err.max(axis=1)
+        a, b = np.minimum(r, j), np.maximum(r, j)
+        newtag = base + canon[pj, b * (b - 1) // 2 + a] * R0 + pj
+        s, dv = _eval_bound(V, Rv, g, eg)
+        sg = _float_signs(s, dv)
+        inact = ~act_u[pj, j]
+        sg[inact] = 1
+        und = np.flatnonzero(np.any(sg == 2, axis=1))
+        if und.size:
+            sg[und] = eng.decide(sg[und], tg[und], nv[und], g[und], eg[und], newtag[und])
+        haspos = np.any(sg > 0, axis=1)
+        hasneg = np.any(sg < 0, axis=1)
+        allzero = ~haspos & ~hasneg
+        alive = np.where(allzero, j > r, haspos)
+        clip = alive & hasneg
+        if clip.any():
+            # registered as f_a - f_b for the pair a < b its tag names: the two clips of one pair agree
+            eng.register(newtag[clip], np.where((r < j)[clip, None], g[clip], -g[clip]), eg[clip])
+            ((Vc, nc, tc, Rcut),) = eng.cut(
+                V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag[clip], dv[clip], Rv[clip], sides=(1,)
+            )
+            Mn = max(V.shape[1], Vc.shape[1])
+            V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
+            Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
+            V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
+        V, Rv, nv, tg, owner, r = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive]
+    # first cell of each owner replaces it; the others are appended
+    first = np.ones(owner.size, bool)
+    first[1:] = owner[1:] != owner[:-1]
+    if np.unique(owner).size != Rc:
+        raise RuntimeError("internal error: an argmax split left a region without a cell")
+    rows = cand[owner[first]]
+    st.set_rows(rows, V[first], nv[first], tg[first], Rv[first])
+    digits = st.extra["digits"]
+    digits[rows, u] = r[first]
+    if (~first).any():
+        new = st.append(V[~first], nv[~first], tg[~first], Rv[~first], cand[owner[~first]])
+        st.extra["digits"][new, u] = r[~first]
+
+
+def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:
+    """For each parent and pair ``a < b`` of the pieces ``F (R0, 3, k)`` (pair index ``b (b-1)/2 + a``),
+    the smallest pair index whose line ``f_a = f_b`` is the same line (within 1e-9 of the domain's size).
+
+    Degenerate argmaxes have coincident boundary lines (with one-dimensional heads every difference line of
+    a query is ``q(u) = 0``); both sides of such a boundary must carry one edge tag. Returns ``(R0, P)``.
+    """
+    P = k * (k - 1) // 2
+    b = np.array([bb for bb in range(k) for _ in range(bb)], dtype=np.int64)
+    a = np.array([aa for bb in range(k) for aa in range(bb)], dtype=np.int64)
+    canon = np.tile(np.arange(P), (F.shape[0], 1))
+    if P < 2 or parents.size == 0:
+        return canon
+    g = F[parents][:, :, a] - F[parents][:, :, b]  # (n, 3, P)
+    norm = np.hypot(g[:, 0], g[:, 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(norm[:, None] > 0, g / norm[:, None], np.nan)
+    same = np.all(np.abs(n[:, :, :, None] - n[:, :, None, :]) <= ALIAS_TOL, axis=1)
+    same |= np.all(np.abs(n[:, :, :, None] + n[:, :, None, :]) <= ALIAS_TOL, axis=1)
+    same |= np.eye(P, dtype=bool)
+    canon[parents] = np.argmax(same, axis=2)
+    return canon

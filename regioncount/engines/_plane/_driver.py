@@ -1,0 +1,291 @@
+"""The plane engine's driver: runs a program's ops on a store of regions, op by op (each by its kernel), in
+row batches once the store is large, and builds the :class:`~regioncount.results._partition.Partition`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from ..._domain import Box, Slice
+from ..._errors import CertificateError, DomainError, InexactError, MemoryCapError
+from ..._memory import check_rss
+from ...networks import check_domain, lower, walk_widths
+from ...networks._ops import Affine, Program, Residual
+from ...results._partition import Partition
+from .._exact import EPS, INEXACT_G, ExactMap, column_granularity, exact_frame_error, sum_bounds
+from .._protocol import refuse_unsupported
+from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
+from ._kernels import KERNELS
+from ._maps import _Bounds, _materialise, _take_rows, _Tokens
+from ._polygon import _FIRST_TAG, _areas
+from ._predicates import _Decisions
+from ._store import _Store
+
+#: Regions per batch once a partition grows past it (bounds the engine's working memory).
+BATCH = 1 << 15
+
+
+@dataclasses.dataclass
+class _Piece:
+    """A finished batch of regions, flattened: normalised vertices, counts, edge tags, areas, output maps
+    ``(R, 3, out)`` in normalised coordinates, and code blocks."""
+
+    verts: np.ndarray
+    nv: np.ndarray
+    tags: np.ndarray
+    rad: np.ndarray
+    areas: np.ndarray
+    maps: np.ndarray
+    blocks: list
+
+
+def _leaves(op) -> int:
+    return sum(_leaves(o) for o in op.body) if isinstance(op, Residual) else 1
+
+
+def _splits(ops) -> bool:
+    return any(_splits(o.body) if isinstance(o, Residual) else not isinstance(o, Affine) for o in ops)
+
+
+class _Engine(_Decisions):
+    """Applies a program's ops to a store of regions. Once a store holds more than ``batch`` regions at a
+    top-level op boundary, the rest of the program runs on row batches one after the other, so the working
+    set (maps are ``3 T d`` floats per region) stays bounded while finished regions are kept flat.
+
+        Each op is applied by its kernel (:data:`~._kernels.KERNELS`, one module per op); the exact decisions
+        are inherited from :class:`~._predicates._Decisions`."""
+
+    def __init__(self, program: Program, st: _Store, progress, max_regions, batch: int):
+        super().__init__(program)
+        self.total = len(walk_widths(program))
+        self.st: _Store = st
+        self.blocks: list = []
+        self.progress = progress
+        self.max_regions = max_regions
+        self.batch = batch
+        self.next_tag = _FIRST_TAG
+        self.finished = 0  # regions in finished pieces
+        self.pending = 0  # regions in batches not yet started
+        self._pos = 0.0  # progress, in leaf ops
+        self._step = 1.0
+        self._shown = 0
+        st.cap_check = self.cap_check
+        self._after_relu: Affine | None = None
+
+    def take_tags(self, count: int) -> int:
+        base = self.next_tag
+        self.next_tag += int(count)
+        return base
+
+    def cap_check(self, n_current: int):
+        check_rss()  # measured, where the store is about to grow
+        if self.max_regions is not None and self.finished + self.pending + n_current > self.max_regions:
+            raise MemoryCapError(
+                f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "
+                "domain, or count with --method sample"
+            )
+
+    def _tick(self):
+        self._pos += self._step
+        shown = int(np.floor(self._pos + 1e-9))
+        if self.progress is not None and shown > self._shown:
+            self._shown = shown
+            self.progress(shown, self.total)
+
+    def solve(self, ops, A, bd, span: float, start: int = 0) -> list[_Piece]:
+        """Apply the top-level ``ops`` (whose first leaf is leaf ``start`` of the program) to the current
+        store, advancing progress by ``span`` leaf ops."""
+        leaves = [_leaves(op) for op in ops]
+        unit = span / max(1, sum(leaves))
+        for k, op in enumerate(ops):
+            if self.st.n > self.batch and _splits(ops[k:]):
+                return self._batched(ops[k:], A, bd, unit * sum(leaves[k:]), start + sum(leaves[:k]))
+            self._step = unit
+            self.pos = start + sum(leaves[:k])
+            A, bd, _ = self.run([op], A, bd)
+        return [self._finish(A)]
+
+    def _batched(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
+        st, blocks = self.st, self.blocks
+        n = st.n
+        nb = -(-n // self.batch)
+        cuts = np.linspace(0, n, nb + 1).astype(np.int64)
+        self.pending += n
+        pieces: list[_Piece] = []
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            self.pending -= hi - lo
+            self.st = st.subset(lo, hi)
+            self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
+            pieces += self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
+        return pieces
+
+    def _finish(self, A) -> _Piece:
+        st = self.st
+        R = st.n
+        A = _materialise(A)
+        nv = st.nv[:R].copy()
+        valid = np.arange(st.M) < nv[:, None]
+        piece = _Piece(
+            st.V[:R][valid],
+            nv,
+            st.tag[:R][valid],
+            st.R[:R][valid],
+            _areas(st.V[:R]),
+            np.ascontiguousarray(A[:, :, self.program.out_token, :]),
+            [(kind, w, a.copy()) for kind, w, a in self.blocks],
+        )
+        self.finished += R
+        del self.st  # the next batch sets its own store
+        return piece
+
+    def run(self, ops, A, bd):
+        """Apply ``ops``, each by its kernel (:data:`~._kernels.KERNELS`); returns maps, bounds and the parent
+        of each region at entry."""
+        chain = np.arange(self.st.n)
+        for op in ops:
+            A, bd, par = KERNELS.lookup(op)(self, op, A, bd)
+            if par is not None:
+                chain = chain[par]
+        return A, bd, chain
+
+
+@KERNELS.register("residual")
+def residual(eng: _Engine, op: Residual, A, bd: _Bounds):
+    """``H + body(H)``: the body runs on a copy of the maps; each region adds its parent's input maps."""
+    A_in, bd_in = _materialise(A), bd
+    A_b, bd_b, par = eng.run(op.body, A_in, bd)
+    same = par.size == A_in.shape[0] and np.array_equal(par, np.arange(par.size))
+    if isinstance(A_b, _Tokens):
+        A = A_in.copy() if same else A_in[par]
+        A_b.add_to(A)  # x + y == y + x exactly
+    elif same:
+        A = _materialise(A_b) + A_in  # no region split: no gather
+    else:
+        A = A_in[par]  # a fresh array: add in place (x + y == y + x exactly)
+        A += _materialise(A_b)
+    hb, eb, ge = sum_bounds(bd_in.hb, bd_in.eb, bd_in.ge, bd_b.hb, bd_b.eb, bd_b.ge)
+    bd = _Bounds(hb, eb, ge, bd_in.same_u and bd_b.same_u, bd_in.u_bound() + bd_b.u_bound())
+    bd.check_finite()
+    return A, bd, par
+
+
+def _frame(program: Program, domain):
+    """Input map in normalised coordinates: ``x = x0 + V (c + h u')``; returns ``(x0', V', c, h)``."""
+    q = program.input_dim
+    if q < 2:
+        raise DomainError("the network takes 1 input, so it has no 2D domain: use --method line")
+    if isinstance(domain, Slice):
+        if domain.x0.shape[0] != q:
+            raise DomainError(f"the slice lives in R^{domain.x0.shape[0]} but the network takes {q} inputs")
+    elif isinstance(domain, Box):
+        if domain.dim != 2 or q != 2:
+            raise DomainError(
+                f"the exact 2D engines need a 2D domain: a 2D box for a 2-input network, or a Slice for a "
+                f"{q}-input one (got a {domain.dim}D box)"
+            )
+    else:
+        raise DomainError("the exact 2D engines need a 2D Box or a Slice")
+    x0, V = domain.input_map()
+    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    corners = np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
+    X = x0 + corners @ V.T
+    return x0 + V @ c, V * h, c, h, X.min(axis=0), X.max(axis=0)
+
+
+def partition_plane(
+    net,
+    domain,
+    *,
+    max_regions: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Partition:
+    """Exact partition of a 2D domain into the activation regions of ``net`` (docs/design.md §3 ``plane``).
+
+    ``net``: an MLP, Maxout, hardmax Transformer or lowered :class:`Program`. ``domain``: a 2D
+    :class:`Box` for a 2-input network, or a :class:`Slice` (required when the input dimension is not 2).
+    ``max_regions``: raise :class:`MemoryCapError` once the partition would exceed it.
+    ``progress(done_ops, total_ops)`` is called after each op.
+
+    Every region of positive area is found, however small: signs are decided exactly (see the module
+    docstring). ``Partition.stats`` reports the number of vertex sign tests, how many needed exact arithmetic,
+    and how many attention identities (ties, straight boundaries) were taken from bitwise-equal floats whose
+    error bounds are not zero (``assumed``: 0 means every decision was proven).
+
+    Raises :class:`CurvedBoundaryError` where a hardmax boundary is a quadric or for ReLU attention,
+    :class:`NotPiecewiseError` for softmax attention, :class:`DomainError` for a wrong domain, and
+    :class:`InexactError` where float64 overflows or a sign can be decided neither by its bound nor exactly.
+    """
+    program = lower(net)
+    refuse_unsupported("plane", (op for op, _, _ in walk_widths(program)))
+    x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
+    check_domain(net, xlo, xhi)
+    T = program.tokens
+    q = program.input_dim
+    A = np.zeros((1, 3, T, q))
+    A[0, 0] = Vn[:, 0]
+    A[0, 1] = Vn[:, 1]
+    A[0, 2] = x0n
+    hb = np.broadcast_to(np.abs(Vn).sum(axis=1) + np.abs(x0n), (T, q)).copy()
+    x0, V = domain.input_map()
+    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
+    ce = [(Fraction(lo[k]) + Fraction(hi[k])) / 2 for k in range(2)]
+    he = [(Fraction(hi[k]) - Fraction(lo[k])) / 2 for k in range(2)]
+    e0 = exact_frame_error(x0n, Vn, np.asarray(x0, float), np.asarray(V, float), ce, he)
+    ge0 = np.broadcast_to(column_granularity(A[0], 0), (T, q)).copy() if e0 == 0 else np.full((T, q), INEXACT_G)
+    hu = np.broadcast_to(np.abs(Vn).sum(axis=1), (T, q)).copy()
+    bd = _Bounds(hb, np.full((T, q), e0), ge0, same_u=True, hu=hu)
+    bd.check_finite()
+    square = np.array([[[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]]])
+    st = _Store(square, np.array([4]), np.array([[0, 1, 2, 3, -1]], np.int64), None)
+    eng = _Engine(program, st, progress, max_regions, BATCH)
+    M0 = np.empty((3, T, q), dtype=object)
+    for i in range(q):
+        for k in range(2):
+            M0[k, :, i] = Fraction(V[i, k]) * he[k]
+        M0[2, :, i] = Fraction(x0[i]) + sum(Fraction(V[i, k]) * ce[k] for k in range(2))
+    eng.M0 = ExactMap.of_fractions(M0)
+    with np.errstate(over="raise", invalid="raise"):
+        try:
+            pieces = eng.solve(program.ops, A, bd, float(eng.total))
+        except FloatingPointError as exc:
+            raise InexactError(
+                "float64 overflow: the network's values exceed the range of float64 on this domain, so no exact "
+                "count can be made; rescale the network's weights or shrink the domain"
+            ) from exc
+    nv = np.concatenate([p.nv for p in pieces])
+    offsets = np.zeros(nv.size + 1, np.int64)
+    np.cumsum(nv, out=offsets[1:])
+    verts = c + h * np.concatenate([p.verts for p in pieces])
+    tags = np.concatenate([p.tags for p in pieces])
+    areas = np.concatenate([p.areas for p in pieces]) * (h[0] * h[1])
+    Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, 3) in u'
+    maps = np.empty_like(Mn)
+    maps[..., 0] = Mn[..., 0] / h[0]
+    maps[..., 1] = Mn[..., 1] / h[1]
+    maps[..., 2] = Mn[..., 2] - Mn[..., 0] * c[0] / h[0] - Mn[..., 1] * c[1] / h[1]
+    blocks = [
+        (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
+    ]
+    rad = np.concatenate([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
+    stats = {
+        "predicates": eng.n_predicates,
+        "exact_predicates": eng.n_exact,
+        "assumed": eng.n_assumed,
+        "min_area": float(areas.min()) if areas.size else None,
+    }
+    part = Partition(
+        domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad, stats=stats, copy=False
+    )
+    if os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
+        # a debugging aid: every exact partition certifies itself (the test suite is run once this way)
+        from ..results._certify import certify
+
+        cert = certify(part, net)
+        if not cert["passed"]:
+            raise CertificateError(f"the certificate failed: {cert['checks']}")
+    return part

@@ -1,0 +1,203 @@
+"""The plane engine's region maps: lazy ReLU outputs (:class:`_Masked`), unexpanded token repeats
+(:class:`_Tokens`), the error bounds of every map column (:class:`_Bounds`) and the affine op on maps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...networks._ops import Affine
+from .._exact import ExactMap, affine_bounds, exact_affine, finite_or_raise
+from ._polygon import _CHUNK
+
+
+@dataclasses.dataclass
+class _Masked:
+    """ReLU output kept lazy: row ``r`` is ``base[parent[r]] * bits[r]`` (``(3, T, d)``), never materialised
+    for all regions at once. ``fixed (R0, T d)`` is the mask every descendant of a parent shares (units
+    that do not cross it), ``cross (R0, T d)`` the units whose bit varies among its descendants."""
+
+    base: np.ndarray  # (R0, 3, T, d)
+    parent: np.ndarray  # (R,)
+    bits: np.ndarray  # (R, ceil(T d / 8)) packed
+    fixed: np.ndarray  # (R0, T d) bool
+    cross: np.ndarray  # (R0, T d) bool
+
+    def rows(self, sl) -> np.ndarray:
+        R0, _, T, d = self.base.shape
+        m = np.unpackbits(self.bits[sl], axis=1, count=T * d).reshape(-1, 1, T, d)
+        return self.base[self.parent[sl]] * m
+
+    @property
+    def n(self) -> int:
+        return self.parent.shape[0]
+
+    def varying(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs ``(r, j)`` (sorted by ``r``) where unit ``j`` crosses the parent of ``r`` and is on in ``r``."""
+        pp, jj = np.nonzero(self.cross)
+        cnt = np.bincount(pp, minlength=self.cross.shape[0])
+        first = np.cumsum(cnt) - cnt
+        c = cnt[self.parent]
+        r = np.repeat(np.arange(self.n), c)
+        k = np.repeat(first[self.parent] - np.cumsum(c) + c, c) + np.arange(r.size)
+        j = jj[k]
+        on = (self.bits[r, j >> 3] >> (7 - (j & 7)).astype(np.uint8)) & 1
+        on = on.astype(bool)
+        return r[on], j[on]
+
+
+@dataclasses.dataclass
+class _Tokens:
+    """Maps whose token slices repeat, kept unexpanded: token ``i`` of every row is ``parts[cls[i]]``
+    (``(R, 3, d)`` each). Attention makes them when several query tokens get the same output."""
+
+    parts: list
+    cls: list
+
+    def full(self) -> np.ndarray:
+        R, _, d = self.parts[0].shape
+        out = np.empty((R, 3, len(self.cls), d))
+        for i, c in enumerate(self.cls):
+            out[:, :, i, :] = self.parts[c]
+        return out
+
+    def add_to(self, out: np.ndarray):
+        """``out += self``, token by token (the same sums as adding the expanded maps)."""
+        for i, c in enumerate(self.cls):
+            out[:, :, i, :] += self.parts[c]
+
+
+def _materialise(A) -> np.ndarray:
+    if isinstance(A, _Masked):
+        return A.rows(slice(None))
+    if isinstance(A, _Tokens):
+        return A.full()
+    return A
+
+
+def _coef_bound(A: np.ndarray) -> np.ndarray:
+    """max over regions of ``|a1| + |a2| + |a0|`` per entry ``(T, d)``: bounds ``|h|`` on ``[-1, 1]^2``."""
+    out = np.zeros(A.shape[2:])
+    step = max(1, _CHUNK // max(1, A[0].size if A.shape[0] else 1))
+    for lo in range(0, A.shape[0], step):
+        X = np.abs(A[lo : lo + step])
+        np.maximum(out, (X[:, 0] + X[:, 1] + X[:, 2]).max(axis=0), out=out)
+    return out
+
+
+def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray):
+    """``out = X @ W.T`` over the last axis, in row chunks (X ``(R, ...)``)."""
+    R = X.shape[0]
+    step = max(1, _CHUNK // max(1, X[0].size if R else 1, out[0].size if R else 1))
+    for lo in range(0, R, step):
+        x = X[lo : lo + step]
+        out[lo : lo + step] = (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:-1] + (W.shape[0],))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bounds:
+    """Per map column ``(T, d)``, over every region: ``hb`` bounds the 1-norm of the three coefficients (so
+    ``|h|`` on ``[-1, 1]^2``), ``eb`` their distance from the exact coefficients, ``ge`` their granularity
+    while exact (see ``_exact``). ``same_u``: the ``u`` coefficients of every token are identical, as exact
+    values (the embedding gives every token the same ``E x``; token-wise ops keep it)."""
+
+    hb: np.ndarray
+    eb: np.ndarray
+    ge: np.ndarray
+    same_u: bool = False
+    #: bound on ``|a1| + |a2|`` alone (the ``u`` coefficients): 0 proves a column constant on the domain
+    hu: np.ndarray | None = None
+
+    def u_bound(self) -> np.ndarray:
+        return self.hb if self.hu is None else self.hu
+
+    def check_finite(self):
+        finite_or_raise(self.hb, self.eb)
+
+
+def _affine(A, op: Affine, bd: _Bounds):
+    """``H @ W.T + b`` on every region's map; returns the maps ``(R, 3, T, d_out)`` and their bounds."""
+    W, b = op.W, op.b
+    if isinstance(A, _Tokens):
+        A = A.full()
+    bb = b if b.ndim == 2 else b[None, :]
+    hb_out, eb_out, ge_out = affine_bounds(bd.hb, bd.eb, bd.ge, W, b)
+    T, d_out = bd.hb.shape[0], W.shape[0]
+    if not isinstance(A, _Masked):
+        out = np.empty(A.shape[:3] + (d_out,))
+        _matmul_rows(A, W, out)
+    elif A.base.shape[0] <= 16:
+        # few parents with many children each: per parent and token, (children x d) bits @ (d x 3 d_out)
+        R0, _, _, d = A.base.shape
+        out = np.empty((A.n, 3, T, d_out))
+        step = max(1, _CHUNK // max(1, T * d, 3 * T * d_out))
+        for p in range(R0):
+            B = (A.base[p, :, :, :, None] * W.T[None, None]).transpose(1, 2, 0, 3).reshape(T, d, 3 * d_out)
+            rows = np.flatnonzero(A.parent == p)
+            for lo in range(0, rows.size, step):
+                rs = rows[lo : lo + step]
+                m = np.unpackbits(A.bits[rs], axis=1, count=T * d).reshape(rs.size, T, d).astype(np.float64)
+                for t in range(T):
+                    out[rs, :, t, :] = (m[:, t] @ B[t]).reshape(-1, 3, d_out)
+    else:
+        R0, _, _, d = A.base.shape
+        r, j = A.varying()
+        if r.size * 8 < A.n * T * d:
+            # Children differ from their parent's shared mask only on the parent's crossing units: one
+            # product per parent, then a rank-1 correction per (child, crossing unit that is on).
+            # parents are sorted (see _Store.sort_by_parent): a chunk of parents is a run of children
+            out = np.empty((A.n, 3, T, d_out))
+            step = max(1, _CHUNK // (3 * T * max(d, d_out)))
+            cuts = np.searchsorted(A.parent, np.arange(0, R0 + step, step))
+            for k, plo in enumerate(range(0, R0, step)):
+                x = A.base[plo : plo + step] * A.fixed[plo : plo + step].reshape(-1, 1, T, d)
+                P0 = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
+                lo, hi = cuts[k], cuts[k + 1]
+                idx = A.parent[lo:hi] - plo
+                if idx.size == P0.shape[0] and np.array_equal(idx, np.arange(idx.size)):
+                    out[lo:hi] = P0  # no parent split in this chunk: a plain copy, no gather
+                else:
+                    out[lo:hi] = P0[idx]
+            t, dj = j // d, j % d
+            key = r * T + t
+            new = np.r_[True, key[1:] != key[:-1]]
+            rank = np.arange(key.size) - np.flatnonzero(new)[np.cumsum(new) - 1]
+            order = np.argsort(rank, kind="stable")
+            bounds = np.searchsorted(rank[order], np.arange(int(rank.max(initial=-1)) + 2))
+            a = A.base[A.parent[r], :, t, dj]  # (pairs, 3)
+            WT = np.ascontiguousarray(W.T)
+            out2 = out.reshape(-1, d_out)  # row (child * 3 + c) * T + token
+            step = max(1, (_CHUNK // 4) // (3 * d_out))
+            # pairs of equal rank belong to distinct (child, token): plain fancy += is safe
+            for k in range(bounds.size - 1):
+                for lo in range(bounds[k], bounds[k + 1], step):
+                    sel = order[lo : min(lo + step, bounds[k + 1])]
+                    flat = ((r[sel, None] * 3 + np.arange(3)) * T + t[sel, None]).ravel()
+                    out2[flat] += (a[sel][:, :, None] * WT[dj[sel]][:, None, :]).reshape(-1, d_out)
+        else:
+            out = np.empty((A.n, 3, T, d_out))
+            step = max(1, _CHUNK // max(1, 3 * T * max(d, d_out)))
+            for lo in range(0, A.n, step):
+                x = A.rows(slice(lo, lo + step))
+                out[lo : lo + step] = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
+    out[:, 2] += bb
+    bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)
+    bd_out.check_finite()
+    return out, bd_out
+
+
+def _take_rows(A, lo: int, hi: int):
+    """Rows ``lo:hi`` of the maps (a lazy ReLU output keeps only the parents those rows need)."""
+    if isinstance(A, _Tokens):
+        return _Tokens([p[lo:hi] for p in A.parts], A.cls)
+    if not isinstance(A, _Masked):
+        return A[lo:hi]
+    plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1
+    return _Masked(A.base[plo:phi], A.parent[lo:hi] - plo, A.bits[lo:hi], A.fixed[plo:phi], A.cross[plo:phi])
+
+
+def _token_column(M, op: Affine, t: int, j: int):
+    """Output ``j`` of the affine ``op`` on token ``t`` of the exact maps ``M``: an ExactMap ``(3, 1, 1)``."""
+    b = op.b[t : t + 1] if op.b.ndim == 2 else op.b
+    return exact_affine(ExactMap(M.N[:, t : t + 1, :], M.s), op.W, b, rows=np.array([j]))

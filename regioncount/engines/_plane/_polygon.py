@@ -1,0 +1,175 @@
+"""Polygon kernels of the plane engine, vectorised over a batch of padded convex polygons: values and error
+bounds of lines at vertices, sign tests, areas, enclosing discs, and the cut of polygons by lines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._exact import EPS, TINY, gamma
+
+#: Number of float64 values a chunked temporary may hold.
+_CHUNK = 1 << 18
+
+
+#: Edge tags 0..3 are the domain's sides; tags of cuts start here.
+_FIRST_TAG = 4
+
+
+def _eval(V: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Values of the affine maps ``w (N, 3)`` at the vertices ``V (N, M, 2)`` -> ``(N, M)``."""
+    return V[..., 0] * w[:, 0, None] + V[..., 1] * w[:, 1, None] + w[:, 2, None]
+
+
+def _eval_bound(V: np.ndarray, R: np.ndarray, w: np.ndarray, e: np.ndarray):
+    """Values of lines ``w (N, 3)`` (coefficient error ``e (N,)``) at vertices ``V (N, M, 2)`` (exact vertex
+    within ``R (N, M)``) and a bound ``(N, M)`` on the distance of each value from the exact one: rounding
+    of the three-term sum, the coefficients' error and the vertex's displacement."""
+    s = _eval(V, w)
+    aw = np.abs(w)
+    ax, ay = np.abs(V[..., 0]), np.abs(V[..., 1])
+    d = gamma(3) * (ax * aw[:, 0, None] + ay * aw[:, 1, None] + aw[:, 2, None])
+    d += e[:, None] * (1.0 + ax + ay + 2.0 * R)
+    d += (aw[:, 0, None] + aw[:, 1, None]) * R
+    # an exactly zero bound (exact line and vertex, and an exact sum) stays zero: it proves s == 0
+    return s, np.where(d > 0, d * (1.0 + 16 * EPS) + TINY, 0.0)
+
+
+def _float_signs(s: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """+1 / -1 where the value is farther than its bound from zero, 0 where it is exactly zero (``d == 0``),
+    and 2 where the float value cannot decide."""
+    sg = np.where(s > d, 1, np.where(s < -d, -1, 2)).astype(np.int8)
+    sg[(d == 0) & (s == 0)] = 0
+    return sg
+
+
+def _areas(V: np.ndarray) -> np.ndarray:
+    """Signed (counter-clockwise positive) areas of padded polygons ``(N, M, 2)`` -> ``(N,)``.
+
+    Coordinates are taken relative to the first vertex, so tiny polygons keep their relative accuracy."""
+    x = V[..., 0] - V[:, :1, 0]
+    y = V[..., 1] - V[:, :1, 1]
+    return 0.5 * np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
+
+
+def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
+    """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
+    the exact polygon (each exact vertex lies within ``R`` of its float one)."""
+    M = V.shape[1]
+    ctr = (V.sum(axis=1) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
+    rad = np.max(np.sqrt(np.sum((V - ctr[:, None]) ** 2, axis=-1)) + R, axis=1) * (1 + 1e-12)
+    return ctr, rad
+
+
+def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
+    """The parts ``side * s >= 0`` of padded polygons, for each side in ``sides``.
+
+    ``V (N, M, 2)``, counts ``nv``, vertex values ``s``, exact signs ``sg``, value bounds ``d`` and vertex
+    radii ``R`` ``(N, M)``, edge tags ``(N, M)`` (tag ``j`` is the edge from vertex ``j`` to ``j+1``), ``newtag
+    (N,)`` for the cut. Each part keeps its vertices on that side (in order) and gains the crossing points of
+    the edges whose ends have strictly opposite signs; an edge keeps its tag, the new edge along the cut gets
+    ``newtag``. A crossing point is interpolated from the positive end towards the negative one, so two
+    polygons sharing an edge compute bitwise the same point; its radius bounds the distance to the exact
+    crossing (the error of both end values, the ends' radii and rounding). Where an end's float value does
+    not have its exact sign the interpolation is meaningless: such points get radius inf and are listed in
+    ``bad`` (indices into the crossing list) with their two lines' tags, for the caller to place exactly.
+    Returns ``(parts, bad_info)``: a list of ``(V (N, Mo, 2), counts (N,), tags (N, Mo), radii (N, Mo),
+    crossing slots (N, Mo) -1 or crossing index)`` and ``(edge tags, cut tags, rows)`` of the crossings.
+    """
+    N, M = sg.shape
+    E = M - 1  # the last slot is always padding
+    ga, gb = sg[:, :E], sg[:, 1:]
+    cross = (ga * gb) < 0
+    # flat indices: (N, E) for edge masks, (N, M) for vertex arrays
+    fc = np.flatnonzero(cross)
+    ri = fc // E
+    fa = fc + ri  # start vertex of each crossing edge, in (N, M)
+    Vf, sf, gf, tf = V.reshape(-1, 2), s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
+    df, Rf = d.reshape(-1), R.reshape(-1)
+    pos_first = gf[fa] > 0
+    pf = pos_first[:, None]
+    Pa, Pb = Vf[fa], Vf[fa + 1]
+    sa, sb = sf[fa], sf[fa + 1]
+    Pp, Pm = np.where(pf, Pa, Pb), np.where(pf, Pb, Pa)
+    sp, sm = np.where(pos_first, sa, sb), np.where(pos_first, sb, sa)
+    dp, dm = np.where(pos_first, df[fa], df[fa + 1]), np.where(pos_first, df[fa + 1], df[fa])
+    rp, rm = np.where(pos_first, Rf[fa], Rf[fa + 1]), np.where(pos_first, Rf[fa + 1], Rf[fa])
+    a, b = sp, -sm
+    good = (a > dp) & (b > dm)
+    with np.errstate(all="ignore"):  # where good is False these are meaningless, and replaced
+        X = Pp + (a / (a + b))[:, None] * (Pm - Pp)
+        # (a dm + b dp) / ((a + b) (a + b - dp - dm)), as ratios: no underflow or overflow at any scale
+        S = a + b
+        rest = S - dp - dm
+        dt = (a / S) * (dm / rest) + (b / S) * (dp / rest) + 4 * EPS
+        L = np.sqrt(np.sum((Pm - Pp) ** 2, axis=1))
+        rX = np.maximum(rp, rm) + dt * (L + rp + rm) + 8 * EPS * (np.abs(Pp).sum(axis=1) + np.abs(Pm).sum(axis=1))
+        rX = np.where(good, rX * (1 + 1e-12) + TINY, np.inf)
+    X[~good] = 0.0
+    bad = np.flatnonzero(~good)
+    g_next = gf[fa + 1]
+    valid = np.arange(E) < nv[:, None]
+    out = []
+    for side in sides:
+        sd = np.int8(side)
+        ev = valid & (ga * sd >= 0)
+        cnt = ev.astype(np.int64) + cross
+        off = (np.cumsum(cnt, axis=1) - cnt).reshape(-1)
+        n_out = cnt.sum(axis=1)
+        Mo = int(n_out.max(initial=0)) + 1
+        Vo = np.empty((N * Mo, 2))
+        To = np.full(N * Mo, -1, np.int64)
+        Ro = np.zeros(N * Mo)
+        Co = np.full(N * Mo, -1, np.int64)
+        fv = np.flatnonzero(ev)
+        vi = fv // E
+        fm = fv + vi
+        dest = vi * Mo + off[fv]
+        Vo[dest] = Vf[fm]
+        Ro[dest] = Rf[fm]
+        # a vertex on the cut whose next vertex is on the other side starts the new edge
+        starts_cut = (gf[fm] == 0) & (gf[fm + 1] * sd < 0)
+        To[dest] = np.where(starts_cut, newtag[vi], tf[fm])
+        dest = ri * Mo + off[fc] + ev.reshape(-1)[fc]
+        Vo[dest] = X
+        Ro[dest] = rX
+        Co[dest] = np.arange(fc.size)
+        To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
+        Vo = Vo.reshape(N, Mo, 2)
+        Ro = Ro.reshape(N, Mo)
+        pr, pc = np.nonzero(np.arange(Mo) >= n_out[:, None])
+        Vo[pr, pc] = Vo[pr, 0]  # padding repeats the first vertex
+        Ro[pr, pc] = Ro[pr, 0]
+        out.append((Vo, n_out, To.reshape(N, Mo), Ro, Co.reshape(N, Mo)))
+    return out, (tf[fa][bad], newtag[ri][bad], bad)
+
+
+def _disc_reach(cen, rad, w, e):
+    """Value of lines ``w (..., 3)`` (coefficient error ``e``) at disc centres ``cen (..., 2)`` and how far the
+    exact line can reach from it over the disc of radius ``rad``: the line is positive on the whole exact
+    polygon inside the disc where ``value > reach``, negative where ``value < -reach``."""
+    w0, w1, w2 = w[..., 0], w[..., 1], w[..., 2]
+    c0, c1 = cen[..., 0], cen[..., 1]
+    sc = c0 * w0 + c1 * w1 + w2
+    reach = gamma(3) * (np.abs(c0 * w0) + np.abs(c1 * w1) + np.abs(w2)) + e * (1 + np.abs(c0) + np.abs(c1))
+    reach += (np.hypot(w0, w1) * (1 + 4 * EPS) + 2 * e) * rad
+    reach *= 1 + 16 * EPS
+    reach += TINY
+    return sc, reach
+
+
+def _pad(a: np.ndarray, M: int) -> np.ndarray:
+    """Per-vertex data ``a (n, m, ...)`` (vertices, radii) widened to ``M`` slots by repeating slot 0."""
+    if a.shape[1] >= M:
+        return a
+    out = np.empty((a.shape[0], M) + a.shape[2:], a.dtype)
+    out[:, : a.shape[1]] = a
+    out[:, a.shape[1] :] = a[:, :1]
+    return out
+
+
+def _pad_tags(t: np.ndarray, M: int) -> np.ndarray:
+    if t.shape[1] >= M:
+        return t
+    out = np.full((t.shape[0], M), -1, np.int64)
+    out[:, : t.shape[1]] = t
+    return out

@@ -1,0 +1,182 @@
+"""The plane engine's ReLU splitter: one line per unit, split in rounds over all parents at once.
+
+The pre-activation maps of all units are computed once per region at the start of the op (its "parent"); the
+regions a parent is split into inherit its row. A disc test finds the units whose line may cross a parent;
+their vertices settle it. Round ``t`` splits every descendant of a parent by that parent's ``t``-th crossing
+line (the order of the lines does not change the arrangement)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...networks._ops import ReLU
+from .._exact import EPS, TINY, gamma
+from ._kernels import KERNELS, splitter
+from ._maps import _Bounds, _Masked
+from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs
+
+
+@KERNELS.register("relu")
+@splitter
+def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
+    """One line per unit: the crossing units of each op-start parent, split in rounds (module docstring)."""
+    st = eng.st
+    R0, _, T, d = A.shape
+    D = T * d
+    Af = A.reshape(R0, 3, D)
+    err = bd.eb.reshape(D)
+    pos, neg = _sides(eng, Af, err, bd.hb.reshape(D))
+    cross = pos & neg
+    st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
+    # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
+    # parent's t-th crossing unit. The order of the lines does not change the arrangement, and a round
+    # is one vectorised step over all parents (not one per unit). The lists belong to an "owner":
+    # first the op-start parent; when rounds test many more regions than they split (a parent crossed
+    # by many lines, as the box is by the first layer), every region becomes the owner of the units
+    # left in its list that cross it, so later rounds only visit regions with work left.
+    pp, jj = np.nonzero(cross)
+    cnt = np.bincount(pp, minlength=R0)
+    first = np.cumsum(cnt) - cnt
+    st.add_extra("own", np.arange(R0))
+    tag0 = eng.take_tags(R0 * D)
+    eng.record("relu", tag0, R0 * D, D=D)
+    t = since = 0
+    while True:
+        anc, own = st.anc[: st.n], st.extra["own"][: st.n]
+        cand = np.flatnonzero(cnt[own] > t)
+        if cand.size == 0:
+            break
+        par = anc[cand]
+        j = jj[first[own[cand]] + t]
+        made = _relu_round(eng, cand, Af[par, :, j], err[j], j, tag0 + par * D + j)
+        t += 1
+        since += 1
+        if since >= 4 and cand.size > 8 * max(made, 1):
+            cnt, first, jj = _reown(eng, Af, err, cnt, first, jj, t)
+            t = since = 0
+    st.sort_by_parent()
+    bits = st.extra["bits"][: st.n]
+    A_new = _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross)
+    return A_new, ("bits", D, bits), dataclasses.replace(bd, same_u=False)
+
+
+def _classify(eng, rows, w, e):
+    """For polygons ``rows`` and lines ``w (n, 3)`` (error ``e (n,)``): may the line be positive / negative
+    somewhere on the exact polygon? A disc test settles most pairs; the rest are evaluated at the vertices,
+    an undecided vertex counting as both."""
+    st = eng.st
+    sc, reach = _disc_reach(st.cen[rows], st.rad[rows], w, e)
+    pos, neg = sc > -reach, sc < reach
+    amb = np.flatnonzero(pos & neg)
+    if amb.size:
+        ra = rows[amb]
+        s, dv = _eval_bound(st.V[ra], st.R[ra], w[amb], e[amb])
+        sg = _float_signs(s, dv)
+        pos[amb] = np.any((sg == 1) | (sg == 2), axis=1)
+        neg[amb] = np.any((sg == -1) | (sg == 2), axis=1)
+    return pos, neg
+
+
+def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
+    """Per parent and unit: may the unit take values > 0 (pos) and < 0 (neg) on the exact polygon?
+
+    A disc test (value at an interior point against the gradient times the radius, with every error
+    bound added) settles most pairs; the vertices are evaluated only for the pairs whose line may pass
+    through the polygon, an undecided vertex counting as both signs (the rounds then decide it exactly).
+    """
+    st = eng.st
+    R0, _, D = Af.shape
+    pos = np.empty((R0, D), bool)
+    neg = np.empty((R0, D), bool)
+    amb_p, amb_j = [], []
+    # |c| <= 1 for every centre (they lie in the square), so the rounding of the value at the centre and
+    # the error of its coefficients are bounded per unit
+    k0 = (gamma(3) * hb + 3 * err) * (1 + 1e-9) + TINY  # hb bounds |a1| + |a2| + |a0|
+    step = max(1, _CHUNK // max(1, 4 * D))
+    for lo in range(0, R0, step):
+        sl = slice(lo, min(R0, lo + step))
+        ctr, rad = st.cen[sl], st.rad[sl]
+        a = Af[sl]
+        sc = a[:, 0] * ctr[:, :1] + a[:, 1] * ctr[:, 1:] + a[:, 2]
+        reach = np.hypot(a[:, 0], a[:, 1])
+        reach += 2 * err
+        reach *= rad[:, None] * (1 + 16 * EPS)
+        reach += k0
+        p = sc > reach
+        n = sc < -reach
+        pos[sl], neg[sl] = p, n
+        p, j = np.nonzero(~(p | n))
+        amb_p.append(p + lo)
+        amb_j.append(j)
+    p, j = np.concatenate(amb_p), np.concatenate(amb_j)
+    step = max(1, _CHUNK // (8 * st.M))
+    for lo in range(0, p.size, step):
+        q, k = p[lo : lo + step], j[lo : lo + step]
+        s, dv = _eval_bound(st.V[q], st.R[q], Af[q, :, k], err[k])
+        sg = _float_signs(s, dv)
+        pos[q, k] = np.any((sg == 1) | (sg == 2), axis=1)
+        neg[q, k] = np.any((sg == -1) | (sg == 2), axis=1)
+    return pos, neg
+
+
+def _relu_round(eng, cand, w, e, j, newtag):
+    """Split the regions ``cand`` by the lines ``w (n, 3)`` (unit ``j (n,)``, coefficient error ``e (n,)``)."""
+    st = eng.st
+    # disc test first: only regions whose enclosing disc meets the line need their vertices
+    sc, reach = _disc_reach(st.cen[cand], st.rad[cand], w, e)
+    one = sc > reach
+    near = np.flatnonzero(np.abs(sc) <= reach)
+    rows_n = cand[near]
+    # only as many slots as the widest of these polygons needs (the rest repeat the first vertex)
+    Mloc = int(st.nv[rows_n].max(initial=2)) + 1
+    V, Rv = st.V[rows_n, :Mloc], st.R[rows_n, :Mloc]
+    tg_n = st.tag[rows_n, :Mloc]
+    nv_n = st.nv[rows_n]
+    wn, en = w[near], e[near]
+    s, dv = _eval_bound(V, Rv, wn, en)
+    sg = eng.decide(_float_signs(s, dv), tg_n, nv_n, wn, en, newtag[near])
+    haspos = np.any(sg > 0, axis=1)
+    split = haspos & np.any(sg < 0, axis=1)
+    one[near[haspos & ~split]] = True
+    idx = np.flatnonzero(split)
+    if idx.size:
+        rows = rows_n[idx]
+        nt = newtag[near[idx]]
+        eng.register(nt, wn[idx], en[idx])
+        (Vp, np_, tp, Rp), (Vm, nm, tm, Rm) = eng.cut(
+            V[idx], nv_n[idx], s[idx], sg[idx], tg_n[idx], nt, dv[idx], Rv[idx]
+        )
+        one[near[idx]] = True
+        st.set_rows(rows, Vp, np_, tp, Rp)
+        st.append(Vm, nm, tm, Rm, rows)
+    on = np.flatnonzero(one)
+    jo = j[on]
+    st.extra["bits"][cand[on], jo >> 3] |= (1 << (7 - (jo & 7))).astype(np.uint8)
+    return int(idx.size)
+
+
+def _reown(eng, Af, err, cnt, first, jj, t: int):
+    """Make every region the owner of the units left (from position ``t``) in its owner's list that
+    may cross it; set the bits of those it lies on the positive side of. Returns the new lists
+    ``(cnt, first, jj)`` per region."""
+    st = eng.st
+    n = st.n
+    own, anc = st.extra["own"][:n], st.anc[:n]
+    rem = np.maximum(cnt[own] - t, 0)
+    r = np.repeat(np.arange(n), rem)
+    k = np.repeat(first[own] + t - np.cumsum(rem) + rem, rem) + np.arange(r.size)
+    j = jj[k]
+    keep = np.zeros(r.size, bool)
+    step = max(1, _CHUNK // (2 * st.M))
+    for lo in range(0, r.size, step):
+        rs, js = r[lo : lo + step], j[lo : lo + step]
+        pos, neg = _classify(eng, rs, Af[anc[rs], :, js], err[js])
+        keep[lo : lo + step] = pos & neg
+        on = np.flatnonzero(pos & ~neg)
+        # a region has several pairs here, maybe in one byte: accumulate unbuffered
+        np.bitwise_or.at(st.extra["bits"], (rs[on], js[on] >> 3), (1 << (7 - (js[on] & 7))).astype(np.uint8))
+    cnt = np.bincount(r[keep], minlength=n)
+    st.extra["own"][:n] = np.arange(n)
+    return cnt, np.cumsum(cnt) - cnt, j[keep]

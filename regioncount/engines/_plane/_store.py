@@ -1,0 +1,121 @@
+"""The plane engine's growable store of padded polygons (vertices, counts, edge tags, discs, parents)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._polygon import _discs
+
+
+class _Store:
+    """Padded polygons ``V (cap, M, 2)`` (slots from ``nv`` on repeat the first vertex; the last slot is
+    always padding), counts ``nv``, edge tags, enclosing discs, the op-start parent ``anc`` and per-op
+    columns (``extra``), all growing together."""
+
+    def __init__(self, V, nv, tag, cap_check):
+        self.V, self.nv, self.tag = V, nv, tag
+        self.R = np.zeros(V.shape[:2])  # radius around each float vertex that holds the exact one
+        self.cen, self.rad = _discs(V, nv, self.R)
+        self.n = V.shape[0]
+        self.anc = np.arange(self.V.shape[0])
+        self.extra: dict[str, np.ndarray] = {}
+        self.cap_check = cap_check
+
+    def subset(self, lo: int, hi: int) -> _Store:
+        """A new store holding copies of rows ``lo:hi``."""
+        st = _Store.__new__(_Store)
+        st.V, st.nv, st.tag = self.V[lo:hi].copy(), self.nv[lo:hi].copy(), self.tag[lo:hi].copy()
+        st.R = self.R[lo:hi].copy()
+        st.cen, st.rad = self.cen[lo:hi].copy(), self.rad[lo:hi].copy()
+        st.n = hi - lo
+        st.anc = np.arange(st.n)
+        st.extra = {}
+        st.cap_check = self.cap_check
+        return st
+
+    @property
+    def M(self) -> int:
+        return self.V.shape[1]
+
+    def reset_parents(self):
+        self.anc = np.arange(self.V.shape[0])
+        self.extra = {}
+
+    def sort_by_parent(self):
+        """Reorder the regions so that the descendants of each op-start parent are contiguous, in parent
+        order: later ops then work on parents in chunks that map to contiguous runs of regions."""
+        n = self.n
+        order = np.argsort(self.anc[:n], kind="stable")
+        for name in ("V", "nv", "tag", "R", "cen", "rad", "anc"):
+            a = getattr(self, name)
+            a[:n] = a[:n][order]
+        for a in self.extra.values():
+            a[:n] = a[:n][order]
+
+    def _widen(self, M: int):
+        if M <= self.M:
+            return
+        cap = self.V.shape[0]
+        V = np.empty((cap, M, 2))
+        V[:, : self.M] = self.V
+        V[:, self.M :] = self.V[:, :1]
+        tag = np.full((cap, M), -1, np.int64)
+        tag[:, : self.M] = self.tag
+        R = np.empty((cap, M))
+        R[:, : self.M] = self.R
+        R[:, self.M :] = self.R[:, :1]
+        self.V, self.tag, self.R = V, tag, R
+
+    def _write(self, rows, Vc, nvc, tagc, Rc):
+        Mc = Vc.shape[1]
+        self._widen(Mc)
+        self.V[rows, :Mc] = Vc
+        self.tag[rows, :Mc] = tagc
+        self.R[rows, :Mc] = Rc
+        if Mc < self.M:
+            self.V[rows, Mc:] = Vc[:, :1]
+            self.tag[rows, Mc:] = -1
+            self.R[rows, Mc:] = Rc[:, :1]
+        self.nv[rows] = nvc
+        self.cen[rows], self.rad[rows] = _discs(Vc, nvc, Rc)
+
+    def set_rows(self, rows, Vc, nvc, tagc, Rc):
+        """Replace the polygons in ``rows`` (their parent and per-op columns stay)."""
+        self._write(rows, Vc, nvc, tagc, Rc)
+
+    def append(self, Vc, nvc, tagc, Rc, src_rows) -> np.ndarray:
+        """Append polygons whose parent (and per-op columns) are copied from ``src_rows``; returns their rows."""
+        m = Vc.shape[0]
+        self.cap_check(self.n + m)
+        need = self.n + m
+        cap = self.V.shape[0]
+        if need > cap:
+            new = max(need, cap + cap // 2, 64)
+            self.V = _grow(self.V, new)
+            self.nv = _grow(self.nv, new)
+            self.tag = _grow(self.tag, new)
+            self.R = _grow(self.R, new)
+            self.cen = _grow(self.cen, new)
+            self.rad = _grow(self.rad, new)
+            self.anc = _grow(self.anc, new)
+            for k, v in self.extra.items():
+                self.extra[k] = _grow(v, new)
+        rows = slice(self.n, need)
+        self._write(rows, Vc, nvc, tagc, Rc)
+        self.anc[rows] = self.anc[src_rows]
+        for v in self.extra.values():
+            v[rows] = v[src_rows]
+        self.n = need
+        return np.arange(need - m, need)
+
+    def add_extra(self, name: str, arr: np.ndarray):
+        cap = self.V.shape[0]
+        full = np.zeros((cap,) + arr.shape[1:], arr.dtype)
+        full[: arr.shape[0]] = arr
+        self.extra[name] = full
+
+
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap,) + a.shape[1:], a.dtype)
+    out[: a.shape[0]] = a
+    return out

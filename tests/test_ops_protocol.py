@@ -1,0 +1,89 @@
+"""The op protocol (regioncount.engines._protocol): one support table, one kernel per supported op and engine."""
+
+import dataclasses
+import typing
+
+import numpy as np
+import pytest
+
+from regioncount import Box, Segment
+from regioncount.engines import _protocol as pr
+from regioncount.networks import Program, _ops, random_transformer
+from regioncount.networks._ops import Affine, Attention, GroupMax, ReLU, Residual
+
+
+def _op_classes():
+    """Every op dataclass defined in _ops (a Program is not an op)."""
+    return {
+        c
+        for c in vars(_ops).values()
+        if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == _ops.__name__ and c is not Program
+    }
+
+
+def test_every_op_type_is_in_the_vocabulary():
+    assert _op_classes() == set(typing.get_args(_ops.Op))
+    keys = set(pr.all_keys())
+    assert len(keys) == len(_op_classes()) - 1 + len(_ops.SIGMAS)
+    with pytest.raises(KeyError, match="not op keys"):
+        pr._row({"attention/tanh": pr.Refusal(pr.NotPiecewiseError, "")})
+
+
+def test_keys_of_ops():
+    att = dict(Wq=np.zeros((1, 2, 1)), Wk=np.zeros((1, 2, 1)), Wv=np.zeros((1, 2, 1)), Wo=np.zeros((1, 1, 2)))
+    got = [pr.op_key(op) for op in (Affine(np.eye(2), np.zeros(2)), ReLU(), GroupMax(2), Residual(()))]
+    assert got == ["affine", "relu", "groupmax", "residual"]
+    assert [pr.op_key(Attention(**att, sigma=s)) for s in _ops.SIGMAS] == [f"attention/{s}" for s in _ops.SIGMAS]
+
+
+@pytest.mark.parametrize("engine", sorted(pr.SUPPORT))
+def test_each_engine_has_a_kernel_for_every_op_it_supports_and_none_it_refuses(engine):
+    kernels = pr.kernels_of(engine)
+    assert kernels.missing() == []
+    supported = {k for k, r in pr.SUPPORT[engine].items() if r is None}
+    assert set(kernels.table) | set(kernels.structural) == supported
+    assert set(kernels.structural) <= {"residual"}  # only structure is applied without a kernel
+
+
+def test_a_missing_kernel_is_reported_and_a_refused_op_cannot_get_one():
+    partial = pr.Kernels("plane")  # not the engine's registry: a stand-in with one kernel left out
+    for key in pr.all_keys():
+        if key != "groupmax" and pr.SUPPORT["plane"][key] is None:
+            partial.register(key)(lambda *a: None)
+    assert partial.missing() == ["groupmax"]
+    with pytest.raises(TypeError, match="no kernel for 'groupmax'"):
+        partial.lookup(GroupMax(2))
+    with pytest.raises(ValueError, match="refuses 'attention/softmax'"):
+        partial.register("attention/softmax")(lambda *a: None)
+    with pytest.raises(ValueError, match="two kernels"):
+        partial.register("relu")(lambda *a: None)
+    with pytest.raises(KeyError):
+        partial.register("conv")(lambda *a: None)
+
+
+def _run(engine, sigma):
+    if engine in ("plane", "plane/replay"):  # the replay runs inside the plane engine, which refuses first
+        from regioncount.engines._plane import partition_plane
+
+        partition_plane(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 2))
+    elif engine == "line":
+        from regioncount.engines._line import walk_line
+
+        net = random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1)
+        walk_line(net, Segment(np.array([-1.0, 0.0]), np.array([1.0, 0.5])))
+    else:
+        from regioncount.engines._space import partition_space
+
+        partition_space(random_transformer(3, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 3))
+
+
+REFUSALS = [(e, k) for e, row in sorted(pr.SUPPORT.items()) for k, r in row.items() if r is not None]
+
+
+@pytest.mark.parametrize("engine,key", REFUSALS, ids=[f"{e}-{k}" for e, k in REFUSALS])
+def test_each_refusal_is_what_the_engine_raises(engine, key):
+    refusal = pr.SUPPORT[engine][key]
+    assert key.startswith("attention/")  # the only refusals today; a new one needs a network here
+    with pytest.raises(refusal.error) as info:
+        _run(engine, key.split("/")[1])
+    assert str(info.value) == refusal.message

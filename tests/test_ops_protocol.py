@@ -66,6 +66,10 @@ def _run(engine, sigma):
         from regioncount.engines._plane import partition_plane
 
         partition_plane(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 2))
+    elif engine == "curved":
+        from regioncount.engines._curved import partition_curved
+
+        partition_curved(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 2))
     elif engine == "line":
         from regioncount.engines._line import walk_line
 

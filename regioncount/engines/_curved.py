@@ -44,11 +44,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._errors import CurvedBoundaryError, MemoryCapError, NotPiecewiseError
+from .._errors import CurvedBoundaryError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, code_length, max_code_digit
 from . import _conic as cn
 from ._plane import _frame  # one input frame and domain check for both exact 2D engines
+from ._protocol import Kernels, refuse_unsupported
 
 #: Cut points closer than this (normalised units) are one cut.
 CUT_MERGE = 1e-11
@@ -468,36 +469,7 @@ class _Engine:
     def run(self, ops, A):
         """Apply ``ops`` to the maps ``A (N, 3, T, d)`` (None once they are no longer affine)."""
         for op in ops:
-            if isinstance(op, Affine):
-                if A is not None:
-                    A = _last_axis_matmul(A, op.W.T)
-                    A[:, 2] += op.b
-                self._tick()
-            elif isinstance(op, ReLU):
-                self._need_affine(A, "a ReLU")
-                hold, A = [A], None  # the op owns its input maps: they can be freed as they grow
-                A = self.relu(hold)
-                self._tick()
-            elif isinstance(op, GroupMax):
-                self._need_affine(A, "a maxout unit")
-                hold, A = [A], None
-                A = self.group_max(hold, op.k)
-                self._tick()
-            elif isinstance(op, Attention):
-                if op.sigma == "softmax":
-                    raise NotPiecewiseError("softmax attention is smooth: the network has no pieces to count")
-                self._need_affine(A, "an attention op")
-                hold, A = [A], None
-                A = self.hardmax(hold, op) if op.sigma == "hardmax" else self.relu_attention(hold, op)
-                self._tick()
-            elif isinstance(op, Residual):
-                base = self.reg(A)
-                A = None  # the body reads the registered array, which follows the splits
-                B = self.run(op.body, None if base is None else base.whole())
-                self.unreg(base)
-                A = None if (B is None or base is None) else base.a + B
-            else:
-                raise TypeError(f"unknown op {type(op).__name__}")
+            A = KERNELS.lookup(op)(self, op, A)
         return A
 
     def relu(self, hold: list):
@@ -648,6 +620,58 @@ class _Engine:
 
 
 # ----------------------------------------------------------------------------------------------------
+# one kernel per op (the op protocol, :mod:`._protocol`): each takes the engine, the op and the maps, and
+# returns the maps after the op; an op that splits owns its input maps (they are freed as they grow)
+
+KERNELS = Kernels("curved")
+
+
+@KERNELS.register("affine")
+def _affine(eng: _Engine, op: Affine, A):
+    if A is not None:
+        A = _last_axis_matmul(A, op.W.T)
+        A[:, 2] += op.b
+    eng._tick()
+    return A
+
+
+@KERNELS.register("relu")
+def _relu(eng: _Engine, op: ReLU, A):
+    eng._need_affine(A, "a ReLU")
+    hold, A = [A], None
+    A = eng.relu(hold)
+    eng._tick()
+    return A
+
+
+@KERNELS.register("groupmax")
+def _group_max(eng: _Engine, op: GroupMax, A):
+    eng._need_affine(A, "a maxout unit")
+    hold, A = [A], None
+    A = eng.group_max(hold, op.k)
+    eng._tick()
+    return A
+
+
+@KERNELS.register("attention/hardmax", "attention/relu")
+def _attention(eng: _Engine, op: Attention, A):
+    eng._need_affine(A, "an attention op")
+    hold, A = [A], None
+    A = eng.hardmax(hold, op) if op.sigma == "hardmax" else eng.relu_attention(hold, op)
+    eng._tick()
+    return A
+
+
+@KERNELS.register("residual")
+def _residual(eng: _Engine, op: Residual, A):
+    base = eng.reg(A)
+    A = None  # the body reads the registered array, which follows the splits
+    B = eng.run(op.body, None if base is None else base.whole())
+    eng.unreg(base)
+    return None if (B is None or base is None) else base.a + B
+
+
+# ----------------------------------------------------------------------------------------------------
 # public entry point
 
 
@@ -674,12 +698,7 @@ def partition_curved(
     from ..results._cells import Cells
 
     program = lower(net)
-    for op, _, _ in walk_widths(program):
-        if isinstance(op, Attention) and op.sigma == "softmax":
-            raise NotPiecewiseError(
-                "softmax attention is smooth: the network is not piecewise, so it has no regions to count "
-                "(hardmax attention is its λ → ∞ limit)"
-            )
+    refuse_unsupported("curved", (op for op, _, _ in walk_widths(program)))
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
     check_domain(net, xlo, xhi)
     T = program.tokens

@@ -86,7 +86,8 @@ _PLANE_REFUSALS: dict[str, Refusal] = {
 #: engine -> key -> None (supported: the engine has a kernel) or the refusal it raises. ``plane``: the exact
 #: 2D engine (:mod:`._plane`, refuses before any work), ``line``: the 1D engine's walk (:mod:`._line`, refuses
 #: before any work), ``space``: the exact engine for dimension >= 3 (:mod:`._space`, refuses when it reaches
-#: the op), ``sample``: the JAX forward pass that records codes (:mod:`._forward`).
+#: the op), ``sample``: the JAX forward pass that records codes (:mod:`._forward`), ``curved``: the exact 2D
+#: engine for cells bounded by conic arcs (:mod:`._curved`).
 SUPPORT: dict[str, dict[str, Refusal | None]] = {
     "sample": _row({}),  # every op: softmax attention is smooth and records nothing
     "plane": _row(_PLANE_REFUSALS),
@@ -101,6 +102,9 @@ SUPPORT: dict[str, dict[str, Refusal | None]] = {
             ),
         }
     ),
+    # the curved exact 2D engine (:mod:`._curved`, refuses before any work); ReLU attention is split while
+    # its input is affine (its first attention op), past that it stops where a boundary's degree exceeds 2
+    "curved": _row({"attention/softmax": _PLANE_REFUSALS["attention/softmax"]}),
     "space": _row(
         {
             "attention/relu": Refusal(
@@ -123,6 +127,7 @@ MODULES: dict[str, str] = {
     "space": "regioncount.engines._space",
     "sample": "regioncount.engines._forward",
     "plane/replay": "regioncount.engines._exact",
+    "curved": "regioncount.engines._curved",
 }
 
 

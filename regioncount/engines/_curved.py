@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import overload
 
 import numpy as np
 
@@ -369,7 +370,11 @@ class _Engine:
         self.ties = self.reg(np.zeros(1, np.int64))
         self.appended_from = np.zeros(0, np.int64)  # parents of the trapezoids the last split appended
 
-    def reg(self, a) -> _Buf | None:
+    @overload
+    def reg(self, a: np.ndarray) -> _Buf: ...
+    @overload
+    def reg(self, a: None) -> None: ...
+    def reg(self, a: np.ndarray | None) -> _Buf | None:
         """Make ``a (N, ...)`` follow the trapezoids; an array already registered (a residual's input is
         also its body's first input) shares its buffer. Never modify a registered array in place unless it
         is yours alone."""

@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from regioncount import Box, count_sampled, random_transformer, truncate
+from regioncount import Box, count_sampled, partition_curved, random_transformer, scan, truncate
 from regioncount._scan import CSV_COLUMNS, constructed_row, random_rows
 from regioncount.theory import maxout_lower, transformer_maxout_lower
 from regioncount_cli.main import main
@@ -60,3 +60,18 @@ def test_depth_nine_construction_meets_thm44_exactly():
     assert row["constructed"] is None  # region_cap 0: not counted, formula reported
     row = constructed_row(9)
     assert row["constructed"] == row["constructed_linear"] == row["bound"] == 160_867
+
+
+def test_scan_rows_are_the_same_with_worker_processes():
+    # the exact random column at every depth: one curved run per seed, in workers beside the sampling
+    kw = dict(tokens=2, seeds=2, d_model=4, grid=40, exact_depth=3)
+    here = scan(3, workers=1, **kw)
+    spread = scan(3, workers=2, **kw)
+    for a, b in zip(here, spread, strict=True):
+        assert list(a) == list(b)  # same fields in the same order (the JSON and CSV are the same)
+        assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
+    last = spread[-1]["random_exact"]
+    assert last["exact"] and len(last["cells"]) == 2
+    # the exact column of a depth equals a direct count of that seed's truncated network
+    net = truncate(random_transformer(2, 2, 4, 3, seed=1), 2)
+    assert spread[1]["random_exact"]["cells"][1] == partition_curved(net, Box(-1.0, 2.0, 2)).n_cells

@@ -373,23 +373,10 @@ def rewrite_aliases(argv: list[str]) -> list[str]:
 
 
 def tool_version() -> str:
-    try:
-        from importlib.metadata import version
+    """The package's version (the wheel's metadata is built from the same ``__version__``)."""
+    import regioncount
 
-        return version("regioncount")
-    except Exception:
-        return _version_from_pyproject()
-
-
-def _version_from_pyproject() -> str:
-    import re
-
-    root = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    try:
-        m = re.search(r'^version\s*=\s*"([^"]+)"', root.read_text(), re.M)
-        return m.group(1) if m else "unknown"
-    except OSError:
-        return "unknown"
+    return regioncount.__version__
 
 
 def print_error(message: str) -> None:

@@ -12,7 +12,9 @@ from regioncount_cli.main import main
 
 def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
     out = tmp_path / "scan"
-    code = main(["scan", "--depth", "4", "--seeds", "2", "--grid", "40", "--region-cap", "5000", "--out", str(out)])
+    # in-process: the cap holds this test process (all of pytest's memory) and the scan's workers together
+    args = ["--depth", "4", "--seeds", "2", "--grid", "40", "--region-cap", "5000", "--memory-cap", "16"]
+    code = main(["scan", *args, "--out", str(out)])
     assert code == 0
     stdout = capsys.readouterr().out
     assert "Thm 4.4" in stdout
@@ -23,6 +25,9 @@ def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
         assert r["random_sample_mean"] == pytest.approx(statistics.fmean(r["random"]["sampled"]))
         assert r["random_chao1_mean"] == pytest.approx(statistics.fmean(r["random"]["chao1"]))
         assert len(r["random"]["line_pieces"]) == 2
+        # the exact column is on by default, at every depth; a sampled count never exceeds it
+        ex = r["random_exact"]
+        assert ex["exact"] and all(c >= s for c, s in zip(ex["cells"], r["random"]["sampled"], strict=True))
     assert rows[2]["constructed"] == rows[2]["constructed_linear"] == rows[2]["bound"] == 67
     # compact: D - 1 maxout layers in D blocks, counted exactly under the cap
     assert rows[2]["compact"] == maxout_lower([4, 4], 2, 4) and rows[2]["compact_beats_bound"] is True

@@ -226,15 +226,44 @@ class ExactMap:
 _WCACHE: dict = {}
 
 
-def _exact_weights(W) -> ExactMap:
-    key = id(W)
-    hit = _WCACHE.get(key)
-    if hit is None or hit[0] is not W:
-        hit = (W, ExactMap.of_floats(W))
-        _WCACHE[key] = hit
-        if len(_WCACHE) > 256:
-            _WCACHE.pop(next(iter(_WCACHE)))
+def _layout_key(a: np.ndarray) -> tuple:
+    """Where an array's data is and how it is laid out: the same for every view object of the same data (a
+    transpose made anew on each call), different for different data while the cached array is held."""
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+
+
+def _cached(cache: dict, a: np.ndarray, extra, make):
+    """``make()`` cached per array data, layout and ``extra``; the entry holds ``a`` so that its memory (and so
+    its key) cannot be reused by another array while cached."""
+    key = (_layout_key(a), extra)
+    hit = cache.get(key)
+    if hit is None:
+        hit = (a, make())
+        cache[key] = hit
+        if len(cache) > 256:
+            cache.pop(next(iter(cache)))
     return hit[1]
+
+
+def _exact_weights(W) -> ExactMap:
+    W = np.asarray(W)
+    return _cached(_WCACHE, W, None, lambda: ExactMap.of_floats(W))
+
+
+_BCACHE: dict = {}
+
+
+def _exact_bias(b, shape: tuple, rows) -> ExactMap | None:
+    """The bias ``b`` (rows ``rows``) broadcast to ``shape``, exact (None where it is zero); cached like the
+    weights, since every replay of an op adds the same bias."""
+    b = np.asarray(b, dtype=np.float64)
+    bb = b if b.ndim == 2 else b[None, :]
+    if rows is not None:
+        bb = bb[:, rows]
+    if not np.any(bb):
+        return None
+    extra = (shape, None if rows is None else np.asarray(rows).tobytes())
+    return _cached(_BCACHE, b, extra, lambda: ExactMap.of_floats(np.broadcast_to(bb, shape)))
 
 
 def exact_affine(M: ExactMap, W, b, rows=None) -> ExactMap:
@@ -253,13 +282,9 @@ def exact_affine(M: ExactMap, W, b, rows=None) -> ExactMap:
         prod = ExactMap(prod_N, M.s * We.s)
     else:
         prod = ExactMap(np.dot(M.N, WN.T), M.s * We.s)
-    bb = np.asarray(b, dtype=np.float64)
-    bb = bb if bb.ndim == 2 else bb[None, :]
-    if rows is not None:
-        bb = bb[:, rows]
-    if not np.any(bb):
+    be = _exact_bias(b, M.N.shape[1:-1] + (WN.shape[0],), rows)
+    if be is None:
         return prod
-    be = ExactMap.of_floats(np.broadcast_to(bb, M.N.shape[1:-1] + (WN.shape[0],)))
     g = _fgcd(prod.s, be.s)
     N = prod.rescaled(g).copy()
     N[2] = N[2] + be.rescaled(g)

@@ -251,15 +251,35 @@ def _timed(fn, *args, **kwargs):
     return fn(*args, **kwargs), time.perf_counter() - t
 
 
-def _constructed_rows(depth: int, **kw) -> list[tuple[int, tuple[dict, float]]]:
-    """``(D, (constructed_row(D), seconds))`` for D = 1..depth: the shallow constructions as one job."""
-    return [(D, _timed(constructed_row, D, **kw)) for D in range(1, depth + 1)]
+def _construction_regions(D: int, *, tokens: int, m: int, q: int, region_cap: int, **_) -> int:
+    """Regions the exact counts of :func:`constructed_row` at depth ``D`` will visit (their formulas, where
+    under the cap): how a scan sizes its jobs."""
+    width = m * tokens
+    n = 0
+    for L in (D // 3, D - 1):
+        f = product_maxout_regions((width,) * L, q, tokens) if L else 0
+        n += f if f <= region_cap else 0
+    return n
+
+
+def _constructed_rows(depths: list[int], **kw) -> dict[int, tuple[dict, float]]:
+    """``{D: (constructed_row(D), seconds)}`` for ``depths``: the small constructions as one job."""
+    return {D: _timed(constructed_row, D, **kw) for D in depths}
 
 
 def _worker_init(limit: int | None) -> None:
     """Worker processes hold the caller's memory limit (each checks itself where the engines grow; the
-    caller checks the sum)."""
+    caller checks the sum). A worker runs one job and exits, so glibc may keep what the job frees instead of
+    returning it and faulting it in again for the next large temporary."""
     _memory.set_rss_limit(limit)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: keep freed memory at the top of the heap
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: serve blocks up to 32 MiB from the heap, not mmap
+    except (OSError, AttributeError):  # not glibc: the defaults stay
+        pass
 
 
 def default_workers() -> int:
@@ -298,7 +318,7 @@ def scan(
         raise ValueError("workers must be at least 1")
     kw: dict[str, Any] = dict(tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
     exact_seeds = list(range(seeds)) if exact_depth and q == 2 else []
-    total = (depth + 1 if workers == 1 else 3) + len(exact_seeds)
+    total = depth + 1 + len(exact_seeds)  # progress steps
     done = 0
 
     def tick():
@@ -328,17 +348,23 @@ def scan(
         # Every job runs in a fresh worker process (spawn; one job per process, so each one's memory is
         # returned when it ends, and JAX is only imported by the sampling job); this process only waits,
         # holding the memory limit over itself and its workers together.
+        big = [D for D in range(depth, 0, -1) if _construction_regions(D, **kw) > 10_000]
+        total = len(exact_seeds) + len(big) + 2  # jobs: the small constructions are one
         ctx = multiprocessing.get_context("spawn")
-        pool = ctx.Pool(min(workers, 3 + len(exact_seeds)), _worker_init, (_memory.LIMIT,), maxtasksperchild=1)
+        pool = ctx.Pool(min(workers, total), _worker_init, (_memory.LIMIT,), maxtasksperchild=1)
         try:
             # largest first: the random Transformers' exact counts, the deepest construction, the sampling
             jobs = [
                 pool.apply_async(_timed, (_exact_random_seed, q, tokens, d_model, depth, exact_depth, s, lo, hi))
                 for s in exact_seeds
             ]
-            deep = pool.apply_async(_timed, (constructed_row, depth), kw)
+            # the large constructions one job each (by default the paper layout at D = 9 and the compact one
+            # at D = 4, both 160,867 regions), the sampling after the largest, then the small ones together
+            deep = {D: pool.apply_async(_timed, (constructed_row, D), kw) for D in big[:1]}
             sampled = pool.apply_async(_timed, (_sampled_columns, depth), sample_kw)
-            shallow = pool.apply_async(_timed, (_constructed_rows, depth - 1), kw)
+            deep.update({D: pool.apply_async(_timed, (constructed_row, D), kw) for D in big[1:]})
+            small = [D for D in range(1, depth + 1) if D not in big]  # one job: a process start each is more
+            rest = pool.apply_async(_constructed_rows, (small,), kw)
             pool.close()
 
             def wait(job):
@@ -351,8 +377,8 @@ def scan(
 
             ex_done = [wait(job) for job in jobs]
             cols, sampled_s = wait(sampled)
-            constructed = dict(wait(shallow)[0])
-            constructed[depth] = wait(deep)
+            constructed = {D: wait(job) for D, job in deep.items()}
+            constructed.update(wait(rest))
             pool.join()
         except BaseException:
             pool.terminate()

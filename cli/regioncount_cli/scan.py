@@ -48,7 +48,7 @@ def scan(
     json_out: Annotated[
         bool, typer.Option("--json", metavar="", help="Print the rows as JSON instead of a table.")
     ] = False,
-    memory_cap: MemoryCapOpt = 4.0,
+    memory_cap: MemoryCapOpt = 8.0,  # the whole run: this process and its worker processes together
     exact_depth: Annotated[
         int | None,
         typer.Option(

@@ -474,7 +474,8 @@ class _Engine:
     def run(self, ops, A):
         """Apply ``ops`` to the maps ``A (N, 3, T, d)`` (None once they are no longer affine)."""
         for op in ops:
-            A = KERNELS.lookup(op)(self, op, A)
+            hold, A = [A], None  # the kernel owns the maps (it pops them): they can be freed as they grow
+            A = KERNELS.lookup(op)(self, op, hold)
         return A
 
     def relu(self, hold: list):
@@ -625,14 +626,17 @@ class _Engine:
 
 
 # ----------------------------------------------------------------------------------------------------
-# one kernel per op (the op protocol, :mod:`._protocol`): each takes the engine, the op and the maps, and
-# returns the maps after the op; an op that splits owns its input maps (they are freed as they grow)
+# one kernel per op (the op protocol, :mod:`._protocol`): each takes the engine, the op and a list holding
+# the maps, which it pops (it owns them, so no caller keeps a stale copy alive as they grow) and returns
+# the maps after the op
+
 
 KERNELS = Kernels("curved")
 
 
 @KERNELS.register("affine")
-def _affine(eng: _Engine, op: Affine, A):
+def _affine(eng: _Engine, op: Affine, hold: list):
+    A = hold.pop()
     if A is not None:
         A = _last_axis_matmul(A, op.W.T)
         A[:, 2] += op.b
@@ -640,37 +644,33 @@ def _affine(eng: _Engine, op: Affine, A):
     return A
 
 
-@KERNELS.register("relu")
-def _relu(eng: _Engine, op: ReLU, A):
-    eng._need_affine(A, "a ReLU")
-    hold, A = [A], None
-    A = eng.relu(hold)
+def _splitting(eng: _Engine, hold: list, what: str, apply):
+    """A splitting op: its input maps must still be affine; ``apply`` empties ``hold`` (the op owns them)."""
+    eng._need_affine(hold[0], what)
+    out = apply(hold)
     eng._tick()
-    return A
+    return out
+
+
+@KERNELS.register("relu")
+def _relu(eng: _Engine, op: ReLU, hold: list):
+    return _splitting(eng, hold, "a ReLU", eng.relu)
 
 
 @KERNELS.register("groupmax")
-def _group_max(eng: _Engine, op: GroupMax, A):
-    eng._need_affine(A, "a maxout unit")
-    hold, A = [A], None
-    A = eng.group_max(hold, op.k)
-    eng._tick()
-    return A
+def _group_max(eng: _Engine, op: GroupMax, hold: list):
+    return _splitting(eng, hold, "a maxout unit", lambda hold: eng.group_max(hold, op.k))
 
 
 @KERNELS.register("attention/hardmax", "attention/relu")
-def _attention(eng: _Engine, op: Attention, A):
-    eng._need_affine(A, "an attention op")
-    hold, A = [A], None
-    A = eng.hardmax(hold, op) if op.sigma == "hardmax" else eng.relu_attention(hold, op)
-    eng._tick()
-    return A
+def _attention(eng: _Engine, op: Attention, hold: list):
+    split = eng.hardmax if op.sigma == "hardmax" else eng.relu_attention
+    return _splitting(eng, hold, "an attention op", lambda hold: split(hold, op))
 
 
 @KERNELS.register("residual")
-def _residual(eng: _Engine, op: Residual, A):
-    base = eng.reg(A)
-    A = None  # the body reads the registered array, which follows the splits
+def _residual(eng: _Engine, op: Residual, hold: list):
+    base = eng.reg(hold.pop())  # the body reads the registered array, which follows the splits
     B = eng.run(op.body, None if base is None else base.whole())
     eng.unreg(base)
     return None if (B is None or base is None) else base.a + B

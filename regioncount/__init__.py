@@ -30,6 +30,9 @@ _EXPORTS = {
     "AffineSlice": "._domain",
     "slice_through": "._domain",
     "count_decisions": "._decide",
+    # an atlas page's data: the exact partition as drawable pieces, codes, maps and views
+    "Atlas": "._atlas_data",
+    "atlas_data": "._atlas_data",
     "class_of_cells": "._decide",
     # labels of results (str enums: members equal their strings)
     "Method": "._enums",
@@ -138,6 +141,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         count_regions as count_regions,
         region_kind as region_kind,
     )
+    from ._atlas_data import Atlas as Atlas, atlas_data as atlas_data
     from ._decide import class_of_cells as class_of_cells, count_decisions as count_decisions
     from ._domain import (
         AffineSlice as AffineSlice,

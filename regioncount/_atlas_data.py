@@ -16,7 +16,9 @@ An :class:`Atlas` holds:
   after each layer or block (components of neighbours with equal code prefixes: the truncated network's code
   is a prefix of the code, :func:`~regioncount._views.truncations`), the activation regions, the linear
   regions, and with ``decision`` the decision regions (a second geometry: the cells of the decision network);
-- level sets of output 0 (:func:`~regioncount._views.level_segments`, straight partitions only).
+- level sets of output 0 (:func:`~regioncount._views.level_segments`, straight partitions only);
+- for curved cells, their boundaries as segments ``outline (S, 2, 2)`` (arcs sampled,
+  :meth:`~regioncount.results.Cells.boundary_polylines`): a piece's own outline would show the trapezoids' walls.
 
 Nothing here is approximate about which region a point is in or what its code is: codes, maps and counts are
 the partition's own. The drawn arcs of curved cells are sampled (the counts and codes are not).
@@ -133,6 +135,7 @@ class Atlas:
     levels: np.ndarray
     level_segments: np.ndarray
     decision: DecisionLayer | None
+    outline: np.ndarray | None = None
     partition: Partition | None = None
     cells: Cells | None = None
 
@@ -318,6 +321,12 @@ def _cell_pieces(cells: Cells) -> Pieces:
     return _sorted_pieces(P.reshape(-1, 2), np.arange(N + 1) * k, cells.cell_of)
 
 
+def _polyline_segments(lines: list[np.ndarray]) -> np.ndarray:
+    """Consecutive point pairs ``(S, 2, 2)`` of polylines ``(k_i, 2)``."""
+    segs = [np.stack([ln[:-1], ln[1:]], axis=1) for ln in lines if len(ln) > 1]
+    return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
+
+
 def _maps_in_domain(cells: Cells) -> np.ndarray:
     """The cells' output maps ``(n_cells, out, 3)`` rewritten from normalised ``u'`` to ``u = c + h u'``."""
     assert cells.maps is not None
@@ -336,6 +345,7 @@ def atlas_data(
     domain,
     *,
     decision: bool = False,
+    layers: bool = True,
     levels: int = 12,
     max_regions: int | None = DEFAULT_MAX_REGIONS,
     progress=None,
@@ -345,7 +355,8 @@ def atlas_data(
     The ``plane`` engine where boundaries are straight, else the ``curved`` engine (conic arcs); more than
     ``max_regions`` regions (trapezoids for curved cells) raise :class:`RegionCountError`, as do boundaries
     of degree above 2 (no exact 2D partition exists here; an atlas is never sampled). ``decision``: add the
-    decision regions (argmax of the logits; straight partitions). ``levels``: level sets of output 0.
+    decision regions (argmax of the logits; straight partitions). ``layers``: the regions after each layer or
+    block (the layer slider). ``levels``: level sets of output 0.
     """
     from .engines._plane import partition_plane
 
@@ -410,7 +421,7 @@ def atlas_data(
     # views: each layer's regions (code-prefix components), then activation, linear and decision regions
     views: list[View] = []
     groups = code_groups(net)
-    trunc = _truncations(net)
+    trunc = _truncations(net) if layers else _truncations(net)[-1:]
     ends = [code_length(lower(sub)) for _, sub in trunc]
     notes = []
     if len(trunc) > 1 and R * C <= PREFIX_BYTES:
@@ -496,6 +507,7 @@ def atlas_data(
         levels=lv,
         level_segments=segs,
         decision=dec,
+        outline=None if cells is None else _polyline_segments(cells.boundary_polylines(n=ARC_SAMPLES)),
         partition=part,
         cells=cells,
     )

@@ -1,7 +1,7 @@
 """``regioncount``: the typer app and the console entry point ``main``.
 
 One module per command: ``count``, ``bound``, ``build`` (its subcommands), ``scan``, ``_plot`` (``plot`` and
-``plot-line``) and ``relation`` (``relation fit`` and ``retrieval``). A command's module is imported, and its
+``plot-line``), ``view`` (the atlas page) and ``relation`` (``relation fit`` and ``retrieval``). A command's module is imported, and its
 click command built, only when that command runs or a help lists it, so ``regioncount bound`` imports neither
 NumPy nor JAX and ``count`` imports no other command's engines.
 """
@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "scan": (".scan", "scan", False),
     "plot": ("._plot", "plot", False),
     "plot-line": ("._plot", "plot_line", False),
+    "view": (".view", "view", False),
     "retrieval": (".relation", "retrieval", False),
     "build": (".build", "build_app", True),
     "relation": (".relation", "relation_app", True),

@@ -10,6 +10,7 @@ from .._views import (
     sample_image as sample_image,
     truncations as truncations,
 )
+from ._atlas import atlas_html as atlas_html
 from ._colour import PALETTE as PALETTE, greedy_colouring as greedy_colouring
 from ._decision import figure_decision as figure_decision
 from ._depth import plot_scan as plot_scan
@@ -37,6 +38,7 @@ __all__ = [
     "PALETTE",
     "RegionSource",
     "SampledImage",
+    "atlas_html",
     "axis_sections",
     "figure_bytes",
     "figure_compiled",

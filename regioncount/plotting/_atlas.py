@@ -104,6 +104,7 @@ def atlas_payload(atlas: Atlas, title: str, subtitle: str = "") -> dict:
         "levels": atlas.levels.tolist(),
         "level_segments": _arr((atlas.level_segments - centre).reshape(-1), "f4"),
         "decision": None,
+        "outline": None if atlas.outline is None else _arr((atlas.outline - centre).reshape(-1), "f4"),
     }
     d = atlas.decision
     if d is not None:

@@ -134,6 +134,7 @@ _SUBPACKAGES = ("engines", "networks", "plotting", "relations", "results", "theo
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, _SUBPACKAGES)
 
 if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and editors
+    from ._atlas_data import Atlas as Atlas, atlas_data as atlas_data
     from ._count import (
         METHODS as METHODS,
         PLANE_BYTES_PER_REGION as PLANE_BYTES_PER_REGION,
@@ -141,7 +142,6 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         count_regions as count_regions,
         region_kind as region_kind,
     )
-    from ._atlas_data import Atlas as Atlas, atlas_data as atlas_data
     from ._decide import class_of_cells as class_of_cells, count_decisions as count_decisions
     from ._domain import (
         AffineSlice as AffineSlice,

@@ -31,8 +31,15 @@ import dataclasses
 import numpy as np
 
 from ._errors import CurvedBoundaryError, MemoryCapError, RegionCountError
-from ._views import _check_piecewise, _check_plane_domain, _input_bbox, domain_info, level_segments, level_values
-from ._views import truncations as _truncations
+from ._views import (
+    _check_piecewise,
+    _check_plane_domain,
+    _input_bbox,
+    domain_info,
+    level_segments,
+    level_values,
+    truncations as _truncations,
+)
 from .networks import check_domain, lower, walk_widths
 from .networks._ops import Attention, GroupMax, ReLU, code_length, op_code_length
 from .results import Cells, Partition
@@ -269,7 +276,8 @@ def code_groups(net) -> list[tuple[str, int, int]]:
     (the truncation whose code first covers it) and the op's kind."""
     program = lower(net)
     ends = [(label, code_length(lower(sub))) for label, sub in _truncations(net)]
-    out, at, counts = [], 0, {}
+    out: list[tuple[str, int, int]] = []
+    at = 0
     for op, w, _ in walk_widths(program):
         k = op_code_length(op, w, program.tokens)
         if k == 0:
@@ -280,7 +288,6 @@ def code_groups(net) -> list[tuple[str, int, int]]:
             kind = _KIND_NAMES.get(type(op), type(op).__name__.lower())
         end = at + k
         label = next((lab for lab, e in ends if e >= end), "network")
-        counts[label] = counts.get(label, 0) + 1
         out.append((f"{label}: {kind}", at, end))
         at = end
     if at != code_length(program):

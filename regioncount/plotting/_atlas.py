@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -57,9 +58,9 @@ def _geometry(p: Pieces, centre: np.ndarray) -> dict:
 
 def atlas_payload(atlas: Atlas, title: str, subtitle: str = "") -> dict:
     """The JSON object the page reads (arrays base64-encoded)."""
-    dom = atlas.domain
-    lo = np.asarray(dom.param_lo, float)  # type: ignore[attr-defined]
-    hi = np.asarray(dom.param_hi, float)  # type: ignore[attr-defined]
+    dom: Any = atlas.domain
+    lo = np.asarray(dom.param_lo, dtype=np.float64)
+    hi = np.asarray(dom.param_hi, dtype=np.float64)
     centre = (lo + hi) / 2
     n_colours = max([int(v.colour.max(initial=0)) + 1 for v in atlas.views] + [1])
     t = atlas.codes
@@ -135,6 +136,4 @@ def atlas_html(atlas: Atlas, title: str = "regioncount atlas", subtitle: str | N
     payload = payload.replace("</", "<\\/")  # never close the script element early
     template = resources.files("regioncount.plotting").joinpath("atlas.html").read_text(encoding="utf-8")
     esc = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return (
-        template.replace("__TITLE__", esc).replace("__REGIONS__", str(atlas.n_regions)).replace("__DATA__", payload)
-    )
+    return template.replace("__TITLE__", esc).replace("__REGIONS__", str(atlas.n_regions)).replace("__DATA__", payload)

@@ -33,6 +33,13 @@ _EXPORTS = {
     # an atlas page's data: the exact partition as drawable pieces, codes, maps and views
     "Atlas": "._atlas_data",
     "atlas_data": "._atlas_data",
+    # exact 2D partitions as GeoParquet / GeoJSON files
+    "exact_partition_2d": "._export",
+    "export_bytes": "._export",
+    "export_format": "._export",
+    "export_partition": "._export",
+    "partition_geojson": "._export",
+    "partition_geoparquet": "._export",
     "class_of_cells": "._decide",
     # labels of results (str enums: members equal their strings)
     "Method": "._enums",
@@ -163,6 +170,14 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         NotPiecewiseError as NotPiecewiseError,
         RegionCountError as RegionCountError,
         ResidentMemoryError as ResidentMemoryError,
+    )
+    from ._export import (
+        exact_partition_2d as exact_partition_2d,
+        export_bytes as export_bytes,
+        export_format as export_format,
+        export_partition as export_partition,
+        partition_geojson as partition_geojson,
+        partition_geoparquet as partition_geoparquet,
     )
     from ._io import (
         is_state_dict as is_state_dict,

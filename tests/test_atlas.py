@@ -42,7 +42,9 @@ def small():
 def test_colouring_is_proper_on_grids_and_cliques():
     n = 60
     idx = np.arange(n * n).reshape(n, n)
-    E = np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1), np.stack([idx[:-1].ravel(), idx[1:].ravel()], 1)])
+    E = np.concatenate(
+        [np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1), np.stack([idx[:-1].ravel(), idx[1:].ravel()], 1)]
+    )
     col = colour_graph(n * n, E)
     assert np.all(col[E[:, 0]] != col[E[:, 1]]) and col.max() < 5
     # a clique of 70 needs 70 colours: past the 62 of the bit masks

@@ -47,6 +47,11 @@ def _uint(a: np.ndarray) -> list:
     return _arr(a, "u1" if m < 256 else "u2" if m < 65536 else "u4")  # type: ignore[return-value]
 
 
+def _identity(group: np.ndarray | None) -> bool:
+    """A grouping that leaves every region its own group (it needs no array on the page)."""
+    return group is None or bool(np.array_equal(group, np.arange(group.shape[0])))
+
+
 def _geometry(p: Pieces, centre: np.ndarray) -> dict:
     return {
         "V": _arr(p.vertices - centre, "f4"),
@@ -85,7 +90,7 @@ def atlas_payload(atlas: Atlas, title: str, subtitle: str = "") -> dict:
         "neighbours": _uint(np.asarray(atlas.neighbours)),
         "codes": {
             "parent": _arr(t.parent, "i4"),
-            "off": _arr(t.off, "u4"),
+            "count": _uint(np.diff(t.off)),  # differences per region (the page sums them into offsets)
             "pos": _uint(t.pos),
             "val": _uint(t.val),
             "length": t.length,
@@ -96,7 +101,7 @@ def atlas_payload(atlas: Atlas, title: str, subtitle: str = "") -> dict:
                 "key": v.key,
                 "label": v.label,
                 "count": v.count,
-                "group": None if v.group is None else _arr(v.group, "u4"),
+                "group": None if _identity(v.group) else _arr(v.group, "u4"),
                 "colour": _uint(v.colour),
             }
             for v in atlas.views

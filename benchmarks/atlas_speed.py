@@ -43,8 +43,6 @@ BOX = rc.Box(-2.0, 2.0, 2)
 def measure(case: str, points: int = 20) -> dict:
     from playwright.sync_api import sync_playwright
 
-    from regioncount.engines._forward import forward_codes
-
     label, make = CASES[case]
     net = make()
     with Clock() as c_data:
@@ -86,7 +84,7 @@ def measure(case: str, points: int = 20) -> dict:
             shown.append([int(v) for v in got[0].split(",")])
             picked.append([float(v) for v in got[1].split(",")])
             times.append(float(got[2]))
-        _, C, _ = forward_codes(program, np.array(picked))
+        _, C, _ = rc.forward_codes(program, np.array(picked))
         row["hover_codes_match"] = bool(np.array_equal(np.asarray(C), np.array(shown)))
         row["hover_ms_median"] = round(statistics.median(times), 2)
         row["hover_ms_max"] = round(max(times), 2)

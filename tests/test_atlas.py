@@ -211,8 +211,6 @@ def hover_and_read(page, u1: float, u2: float) -> tuple[int, np.ndarray, np.ndar
 
 def check_hovers(page, net, part, points) -> list[float]:
     """Hover at each point: the panel's code is the forward pass's at the point picked; returns the times."""
-    from regioncount.engines._forward import forward_codes
-
     program = rc.lower(net)
     times, picked, shown, regions = [], [], [], []
     for p in points:
@@ -221,7 +219,7 @@ def check_hovers(page, net, part, points) -> list[float]:
         picked.append(u)
         shown.append(code)
         regions.append(r)
-    _, C, _ = forward_codes(program, np.array(picked))
+    _, C, _ = rc.forward_codes(program, np.array(picked))
     assert np.array_equal(np.asarray(C), np.array(shown))
     assert np.array_equal(part.locate(np.array(picked)), np.array(regions))
     return times

@@ -79,7 +79,7 @@ def test_atlas_counts_codes_and_views_match_the_partition(small):
 
 
 def test_curved_cells_count_as_count_does():
-    net = rc.random_transformer(2, tokens=3, d_model=4, heads=1, depth=2, seed=1)
+    net = rc.random_transformer(2, tokens=2, d_model=4, heads=1, depth=2, seed=1)
     a = rc.atlas_data(net, BOX)
     res = rc.count_regions(net, BOX)
     assert a.summary["engine"] == "curved" == res.get("engine")
@@ -221,7 +221,7 @@ def check_hovers(page, net, part, points) -> list[float]:
         regions.append(r)
     _, C, _ = rc.forward_codes(program, np.array(picked))
     assert np.array_equal(np.asarray(C), np.array(shown))
-    assert np.array_equal(part.locate(np.array(picked)), np.array(regions))
+    assert np.array_equal(part.locate(np.array(picked)), np.array(regions))  # a Partition or curved Cells
     return times
 
 
@@ -250,7 +250,7 @@ def test_page_in_chromium_draws_hovers_and_zooms(tmp_path, capsys):
     model = _model(tmp_path, widths=(50, 50, 50), seed=0)
     net = rc.load_network(model)
     out = tmp_path / "atlas.html"
-    assert main(["view", str(model), "--out", str(out)]) == 0
+    assert main(["view", str(model), "--out", str(out), "--decision"]) == 0
     assert main(["count", str(model), "--json"]) == 0
     counted = json.loads(capsys.readouterr().out.split("\n", 1)[1])["regions"]
     part = rc.partition_plane(net, BOX)
@@ -288,12 +288,59 @@ def test_page_in_chromium_draws_hovers_and_zooms(tmp_path, capsys):
             hi = page.evaluate(f"atlas.fromPixel({box['width']}, {box['height']})")
             pts = rng.uniform([max(lo[0], -1), max(hi[1], -1)], [min(hi[0], 1), min(lo[1], 1)], (5, 2))
             check_hovers(page, net, part, pts)
-            # the layer slider and the linear view redraw without errors
+            # the layer slider, the linear and decision views redraw without errors
             page.evaluate("atlas.setLayer(1)")
             page.wait_for_function("window.atlas.idle")
             assert "after layer 1" in page.inner_text("#layer-label")
+            for mode in ("linear", "decision"):
+                page.evaluate(f"atlas.setMode('{mode}')")
+                page.wait_for_function("window.atlas.idle")
+                assert page.evaluate("atlas.drawnPieces()") > 0
+            # the search box: a point's coordinates pin its region
+            page.fill("#search", "0.123, -0.456")
+            page.press("#search", "Enter")
+            assert int(page.get_attribute("#panel", "data-region")) == part.locate(np.array([[0.123, -0.456]]))[0]
+            assert "predicted class" in page.inner_text("#panel")
         finally:
             browser.close()
+
+
+@pytest.mark.slow
+def test_curved_cells_in_chromium_hover_the_forward_code(tmp_path):
+    sync_playwright, exe = _browser()
+    net = rc.random_transformer(2, tokens=3, d_model=4, heads=1, depth=2, seed=1)
+    model = tmp_path / "tf.npz"
+    rc.save_model(net, model)
+    out = tmp_path / "tf.html"
+    assert main(["view", str(model), "--out", str(out)]) == 0
+    cells = rc.partition_curved(net, BOX)
+    with sync_playwright() as pw:
+        browser, page, _ = open_page(pw, exe, out)
+        try:
+            assert (
+                int(page.get_attribute("#atlas", "data-regions"))
+                == cells.n_cells
+                == rc.count_regions(net, BOX)["regions"]
+            )
+            assert page.evaluate("atlas.drawnRegions()") == cells.n_cells
+            rng = np.random.default_rng(2)
+            big = np.flatnonzero(cells.cell_area > 50 * (2.0 / 800) ** 2)
+            check_hovers(page, net, cells, cells.witness[rng.choice(big, 10, replace=False)])
+        finally:
+            browser.close()
+
+
+def test_view_of_a_slice_counts_as_count_does(tmp_path, capsys):
+    model = tmp_path / "m3.npz"
+    rc.save_model(rc.random_mlp(3, (8, 8), seed=5, init="torch"), model)
+    sl = ["--origin", "0.1,0,0.2", "--dir1", "1,0,0.5", "--dir2", "0,1,-0.25"]
+    out = tmp_path / "slice.html"
+    assert main(["view", str(model), "--out", str(out), *sl]) == 0
+    assert main(["count", str(model), "--json", *sl]) == 0
+    counted = json.loads(capsys.readouterr().out.split("\n", 1)[1])["regions"]
+    assert json.loads(out.with_suffix(".json").read_text())["regions"] == counted
+    assert main(["view", str(model), "--out", str(tmp_path / "box.html")]) == checks.USAGE
+    assert "slice" in capsys.readouterr().err
 
 
 @pytest.mark.slow

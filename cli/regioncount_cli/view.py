@@ -23,7 +23,8 @@ def _domain(net, lo: float, hi: float, origin, dir1, dir2):
         return sliced
     if net.input_dim != 2:
         raise DomainError(
-            f"the model takes {net.input_dim} inputs: give a 2D slice with --origin, --dir1 and --dir2 (or --through)"
+            f"the model takes {net.input_dim} input{'s' if net.input_dim != 1 else ''}: give a 2D slice with --origin, "
+            "--dir1 and --dir2 (or --through)"
         )
     return Box(lo, hi, 2)
 

@@ -363,3 +363,17 @@ def test_torch_net_46122_regions_opens_draws_and_hovers_fast(tmp_path):
             assert max(times) < 50, times
         finally:
             browser.close()
+
+
+def test_a_title_with_markup_stays_text(small):
+    from regioncount.plotting import atlas_html
+
+    _, a = small
+    title = "</script><!-- <b>net</b> & co"
+    html = atlas_html(a, title=title)
+    start = html.index('<script id="atlas-data" type="application/json">') + len(
+        '<script id="atlas-data" type="application/json">'
+    )
+    data = html[start : html.index("</script>", start)]
+    assert "<" not in data and json.loads(data)["title"] == title
+    assert "<title>&lt;/script&gt;&lt;!-- &lt;b&gt;net&lt;/b&gt; &amp; co</title>" in html

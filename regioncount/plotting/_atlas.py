@@ -145,7 +145,9 @@ def atlas_html(atlas: Atlas, title: str = "regioncount atlas", subtitle: str | N
             parts.append(f"{s['decision_regions']:,} decision regions")
         subtitle = " \u00b7 ".join(parts)
     payload = json.dumps(atlas_payload(atlas, title, subtitle), separators=(",", ":"))
-    payload = payload.replace("</", "<\\/")  # never close the script element early
+    # no "<" at all inside the script element ("</script>" or "<!--" in a label would end or escape it); "<"
+    # only occurs inside JSON strings, where \u003c means the same
+    payload = payload.replace("<", "\\u003c")
     template = resources.files("regioncount.plotting").joinpath("atlas.html").read_text(encoding="utf-8")
     esc = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return template.replace("__TITLE__", esc).replace("__REGIONS__", str(atlas.n_regions)).replace("__DATA__", payload)

@@ -97,7 +97,7 @@ def view(
         typer.Option(
             callback=at_least(1),
             help="Refuse partitions above this many regions (curved cells: trapezoids); a page of 10^6 regions "
-            "is about 80 MB.",
+            "is about 100 MB.",
         ),
     ] = 2_000_000,
     title: Annotated[str | None, typer.Option(help="The page's heading (default: the model file's name).")] = None,

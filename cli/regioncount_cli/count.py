@@ -13,7 +13,6 @@ from regioncount import (
     PLANE_BYTES_PER_REGION,
     Box,
     DomainError,
-    RegionCountError,
     Segment,
     Slice,
     count_regions,
@@ -47,6 +46,7 @@ from ._common import (
     slice_from_options,
 )
 from ._data import DecisionOpt, ThroughOpt, through_slice, vector_arg
+from ._export import ExportOpt, check_export, export_domain, export_file_bytes
 from ._files import write_files
 from ._validate import MemoryCapOpt, at_least, box_callback, one_of
 
@@ -177,13 +177,7 @@ def count(
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     shards: ShardsOpt = None,
-    export: Annotated[
-        Path | None,
-        typer.Option(
-            help="exact 2D: also write the partition, one row per region (polygon, code, affine map, area): "
-            ".parquet (GeoParquet, needs pyarrow) or .geojson (small partitions).",
-        ),
-    ] = None,
+    export: ExportOpt = None,
 ):
     """Count the regions of a model on a box, a slice (2D or k-dimensional) or a segment.
 
@@ -198,7 +192,7 @@ def count(
     guarded(lambda: _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out))
     exported: dict[Path, bytes] = {}
     if export is not None:
-        guarded(lambda: _check_export(export, out, model, method, decision, whole_plane, tiles))
+        guarded(lambda: check_export(export, out, model, method, decision, whole_plane, tiles))
     n_tiles = parse_tiles(tiles)
     check_cluster_options(method, n_tiles, workers, scheduler, shards)
 
@@ -243,7 +237,7 @@ def count(
                 [parse_vector(d, "--dir") for d in dirs or []],
             )
         if export is not None:
-            _export_domain(dom)
+            export_domain(dom)
         if decision:
             from regioncount import count_decisions
 
@@ -266,9 +260,9 @@ def count(
                 res["grid"] = grid or round(res["samples"] ** (1 / (2 if isinstance(dom, Slice) else dom.dim)))
             if per_layer:
                 res["per_layer"] = _per_layer(net, dom, options)
-        if export is not None:
-            exported[export] = _export_bytes(net, dom, export, max_regions, res["regions"])
-        return res
+            if export is not None:
+                exported[export] = export_file_bytes(net, dom, export, max_regions, res["regions"])
+            return res
 
     if max_regions is not None and max_regions < 1:
         fail(f"--max-regions must be positive, got {max_regions}", 2)
@@ -356,38 +350,6 @@ def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start,
         checks.usage("give a slice (--origin/--dir1/--dir2) or a segment (--from/--to), not both")
     checks.check_model_file(model)
     checks.check_outputs({"--out": out}, {"MODEL": model})
-
-
-def _check_export(export: Path, out, model, method, decision, whole_plane, tiles) -> None:
-    """--export: an exact 2D count with a file of a known format, checked before any work."""
-    from regioncount import export_format
-
-    if method != "exact" or decision or whole_plane or tiles:
-        raise checks.UsageError(
-            "--export writes the exact 2D partition: it needs --method exact, without --decision/--whole-plane/--tiles"
-        )
-    try:
-        export_format(export)
-    except RegionCountError as e:
-        raise checks.UsageError(f"--export: {e}") from None
-    checks.check_outputs({"--out": out, "--export": export}, {"MODEL": model})
-
-
-def _export_domain(dom) -> None:
-    if isinstance(dom, Segment) or not (isinstance(dom, Slice) or dom.dim == 2):
-        raise DomainError("--export writes a 2D partition: give a 2D box (a 2-input model) or a 2D slice")
-
-
-def _export_bytes(net, dom, path: Path, max_regions, regions: int) -> bytes:
-    """The partition the count was made of, recomputed by the same engine, as the file ``path`` names."""
-    from regioncount import exact_partition_2d, export_bytes
-
-    with LazyProgress("partitioning for --export") as bar:
-        result = exact_partition_2d(net, dom, max_regions=max_regions, progress=bar)
-    n = result.n_regions if hasattr(result, "n_regions") else result.n_cells
-    if n != regions:
-        raise RegionCountError(f"internal: the export has {n} regions, the count {regions}")
-    return export_bytes(result, path)
 
 
 def _domain_json(dom) -> dict:

@@ -361,7 +361,8 @@ def atlas_data(
 
     The ``plane`` engine where boundaries are straight, else the ``curved`` engine (conic arcs); more than
     ``max_regions`` regions (trapezoids for curved cells) raise :class:`RegionCountError`, as do boundaries
-    of degree above 2 (no exact 2D partition exists here; an atlas is never sampled). ``decision``: add the
+    of degree above 2 (no exact 2D partition exists here; an atlas is never sampled). ``progress(done,
+    total)``: called by the engine, then for the four steps after it. ``decision``: add the
     decision regions (argmax of the logits; straight partitions). ``layers``: the regions after each layer or
     block (the layer slider). ``levels``: level sets of output 0.
     """
@@ -420,8 +421,15 @@ def atlas_data(
         n_vertices = np.zeros(R, np.int64)  # bounded by arcs: no vertex count
         lin = cells.linear_region_labels()
         C = int(np.asarray(cells.codes).shape[1])
+
+    def stage(k: int) -> None:  # after the partition: code tree, views, level sets (a progress bar's steps)
+        if progress is not None:
+            progress(k, 4)
+
+    stage(0)
     rows = _code_rows_fn(part, cells)
     tree = code_tree(R, E, rows, C)
+    stage(1)
     neighbours = np.bincount(E.ravel(), minlength=R) if E.size else np.zeros(R, np.int64)
     edges_all = E if E.size else np.zeros((0, 2), np.int64)
 
@@ -450,6 +458,7 @@ def atlas_data(
         notes.append("the layer slider is off: codes too long for this many regions")
     layer_views = len(views)
     last_label = trunc[-1][0]
+    stage(2)
     views.append(View("activation", f"after {last_label}", R, None, colour_graph(R, edges_all)))
     lin_count = None
     if lin is not None:
@@ -458,6 +467,7 @@ def atlas_data(
         lin_count = int(lab.max(initial=-1) + 1)
         views.append(View("linear", "linear regions", lin_count, lab, colour_graph(lin_count, Eg)))
 
+    stage(3)
     # level sets of output 0 (straight partitions: output affine on each convex region)
     lv = np.zeros(0)
     segs = np.zeros((0, 2, 2))
@@ -477,6 +487,7 @@ def atlas_data(
             else "no level sets: the network has no output"
         )
 
+    stage(4)
     from ._count import region_kind
 
     summary = {

@@ -142,7 +142,7 @@ def view(
                 vector_arg(dir1, "--dir1", net),
                 vector_arg(dir2, "--dir2", net),
             )
-        with LazyProgress("partitioning (exact)") as bar:
+        with LazyProgress("partitioning (exact), then the atlas") as bar:
             atlas = atlas_data(
                 net, dom, decision=decision, layers=layers, levels=levels, max_regions=max_regions, progress=bar
             )

@@ -1,11 +1,13 @@
 """The atlas page (``regioncount view``) in headless Chromium: build time, page size, opening, hover and zoom.
 
-Cases: the torch 2->100x5 net of ``shared/data`` on [-2, 2]^2 (46 122 regions) and the one-layer 2->1800 MLP
-(``random_mlp(2, (1800,), seed=0)``) on [-2, 2]^2 (about 10^6 regions). For each: seconds to compute the atlas
+Cases: the torch 2->100x5 net of ``shared/data`` on [-2, 2]^2 (46 122 regions) and the one-layer MLPs
+``random_mlp(2, (570,), seed=0)`` and ``random_mlp(2, (1800,), seed=0)`` on [-2, 2]^2 (about 10^5 and 10^6
+regions). For each: seconds to compute the atlas
 (exact partition, code tree, views) and to write the page, its size in bytes, seconds from ``goto`` until the
 first full drawing is done (every piece in view drawn), the hover latency the page measures itself
 (``performance.now()`` around picking and filling the panel; the panel's code is checked against the forward
-pass) for 20 random points, and the seconds a zoom of 5 wheel steps takes to finish drawing.
+pass) for 20 random points, the seconds a zoom of 5 wheel steps takes to finish drawing, and the time from
+each view change (5 wheel steps, 10 drag steps) to its first frame on screen (the page's ``firstFrameMs``).
 
     python benchmarks/atlas_speed.py                 # both cases, a table
     python benchmarks/atlas_speed.py --case torch    # one case
@@ -35,6 +37,7 @@ CASES = {
         "torch 2->100x5 (shared/data)",
         lambda: rc.load_network(ROOT.parent / "shared/data/torch_mlp_w100_d5_s0.npz"),
     ),
+    "1e5": ("2->570 (random_mlp seed 0)", lambda: rc.random_mlp(2, (570,), seed=0)),
     "1e6": ("2->1800 (random_mlp seed 0)", lambda: rc.random_mlp(2, (1800,), seed=0)),
 }
 BOX = rc.Box(-2.0, 2.0, 2)
@@ -89,11 +92,23 @@ def measure(case: str, points: int = 20) -> dict:
         row["hover_ms_median"] = round(statistics.median(times), 2)
         row["hover_ms_max"] = round(max(times), 2)
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        n0 = page.evaluate("atlas.stats.firstFrameMs.length")
         t0 = time.perf_counter()
         for _ in range(5):
             page.mouse.wheel(0, -400)
         page.wait_for_function("window.atlas.idle", timeout=600_000, polling=50)
         row["zoom_seconds"] = round(time.perf_counter() - t0, 2)
+        # how fast the view answers: from each wheel step's redraw to its first frame (the old picture rescaled,
+        # then the largest pieces), and the same for 10 drag steps of a pan
+        frames = page.evaluate(f"atlas.stats.firstFrameMs.slice({n0})")
+        page.mouse.down()
+        for k in range(10):
+            page.mouse.move(box["x"] + box["width"] / 2 + 15 * (k + 1), box["y"] + box["height"] / 2 + 8 * (k + 1))
+        page.mouse.up()
+        page.wait_for_function("window.atlas.idle", timeout=600_000, polling=50)
+        frames += page.evaluate(f"atlas.stats.firstFrameMs.slice({n0 + len(frames)})")
+        row["first_frame_ms_median"] = round(statistics.median(frames), 1)
+        row["first_frame_ms_max"] = round(max(frames), 1)
         row["pixels_per_unit_after_zoom"] = round(page.evaluate("atlas.view().s"), 1)
         row["drawn_after_zoom"] = page.evaluate("atlas.drawnRegions()")
         browser.close()
@@ -105,7 +120,7 @@ def main() -> None:
     ap.add_argument("--case", choices=sorted(CASES), action="append")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = [measure(c) for c in (args.case or ["torch", "1e6"])]
+    rows = [measure(c) for c in (args.case or ["torch", "1e5", "1e6"])]
     if args.json:
         print(json.dumps({"machine": machine(), "rows": rows}, indent=1))
         return

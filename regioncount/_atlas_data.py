@@ -49,7 +49,8 @@ from .results._partition import _components
 DEFAULT_MAX_REGIONS = 2_000_000
 #: Level sets are computed for partitions up to this many regions.
 LEVEL_REGIONS = 300_000
-#: Code prefixes (the layer slider) are computed where regions x code length stays below this many bytes.
+#: Code prefixes (the layer slider) are computed where regions x code length stays below this many bytes
+#: (the codes are held as one byte per digit while they are compared).
 PREFIX_BYTES = 400_000_000
 #: Outputs whose affine maps are kept per region (the panel lists them).
 MAX_OUTPUTS = 16
@@ -268,6 +269,18 @@ def code_tree(n: int, edges: np.ndarray, rows, length: int, chunk: int = 8192) -
     return CodeTree(parent, off, pos, val, int(length))
 
 
+def _byte_codes(rows, n: int, length: int, chunk: int = 8192) -> np.ndarray | None:
+    """All codes ``(n, length)`` as uint8, built in chunks (never the whole int32 array); None when a digit
+    does not fit in a byte."""
+    out = np.empty((n, length), np.uint8)
+    for s in range(0, n, chunk):
+        block = rows(np.arange(s, min(n, s + chunk)))
+        if block.size and (block.min() < 0 or block.max() > 255):
+            return None
+        out[s : s + block.shape[0]] = block
+    return out
+
+
 _KIND_NAMES = {ReLU: "relu", GroupMax: "maxout argmax"}
 
 
@@ -439,10 +452,8 @@ def atlas_data(
     trunc = _truncations(net) if layers else _truncations(net)[-1:]
     ends = [code_length(lower(sub)) for _, sub in trunc]
     notes = []
-    if len(trunc) > 1 and R * C <= PREFIX_BYTES:
-        full = rows(np.arange(R))
-        small = full.astype(np.uint8) if full.size == 0 or (full.min() >= 0 and full.max() < 256) else full
-        del full
+    small = _byte_codes(rows, R, C) if len(trunc) > 1 and R * C <= PREFIX_BYTES else None
+    if small is not None:
         from .results._cells import _row_ids
 
         prev = None
@@ -454,6 +465,7 @@ def atlas_data(
             lab, Eg = _grouped(R, edges_all, same)
             n_g = int(lab.max(initial=-1) + 1)
             views.append(View(f"layer{len(views)}", f"after {label}", n_g, lab, colour_graph(n_g, Eg)))
+        del small
     elif len(trunc) > 1:
         notes.append("the layer slider is off: codes too long for this many regions")
     layer_views = len(views)

@@ -31,6 +31,13 @@ _EXPORTS = {
     "slice_through": "._domain",
     "count_decisions": "._decide",
     "class_of_cells": "._decide",
+    # regions through training, local complexity, topology of decision regions
+    "track": "._track",
+    "checkpoint_files": "._track",
+    "count_checkpoint": "._track",
+    "local_complexity": "._local",
+    "read_points": "._local",
+    "decision_topology": "._decide",
     # labels of results (str enums: members equal their strings)
     "Method": "._enums",
     "Picture": "._enums",
@@ -110,6 +117,8 @@ _EXPORTS = {
     "Partition": ".results",
     "Polytopes": ".results",
     "Cells": ".results",
+    "Topology": ".results",
+    "topology": ".results",
     "certify": ".results",
     # theory (bounds are pure Python ints)
     "BOUNDS": ".theory._bounds",
@@ -138,7 +147,11 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         count_regions as count_regions,
         region_kind as region_kind,
     )
-    from ._decide import class_of_cells as class_of_cells, count_decisions as count_decisions
+    from ._decide import (
+        class_of_cells as class_of_cells,
+        count_decisions as count_decisions,
+        decision_topology as decision_topology,
+    )
     from ._domain import (
         AffineSlice as AffineSlice,
         Box as Box,
@@ -160,6 +173,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         RegionCountError as RegionCountError,
         ResidentMemoryError as ResidentMemoryError,
     )
+    from ._local import local_complexity as local_complexity, read_points as read_points
     from ._io import (
         is_state_dict as is_state_dict,
         load_model as load_model,
@@ -173,6 +187,11 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         default_workers as default_workers,
         rows_to_csv as rows_to_csv,
         scan as scan,
+    )
+    from ._track import (
+        checkpoint_files as checkpoint_files,
+        count_checkpoint as count_checkpoint,
+        track as track,
     )
     from ._views import (
         CompiledComparison as CompiledComparison,
@@ -219,7 +238,14 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         retrieval_error as retrieval_error,
         retrieval_partition as retrieval_partition,
     )
-    from .results import Cells as Cells, Partition as Partition, Polytopes as Polytopes, certify as certify
+    from .results import (
+        Cells as Cells,
+        Partition as Partition,
+        Polytopes as Polytopes,
+        Topology as Topology,
+        certify as certify,
+        topology as topology,
+    )
     from .theory._bounds import (
         BOUNDS as BOUNDS,
         maxout_lower as maxout_lower,

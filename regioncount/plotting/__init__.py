@@ -31,6 +31,7 @@ from ._regions import (
 )
 from ._retrieval import figure_retrieval as figure_retrieval, plot_retrieval as plot_retrieval
 from ._sections import axis_sections as axis_sections, figure_sections as figure_sections
+from ._track import figure_track as figure_track, plot_track as plot_track
 
 __all__ = [
     "FORMATS",
@@ -47,6 +48,7 @@ __all__ = [
     "figure_regions",
     "figure_retrieval",
     "figure_sections",
+    "figure_track",
     "format_of",
     "greedy_colouring",
     "level_segments",
@@ -57,6 +59,7 @@ __all__ = [
     "plot_regions",
     "plot_retrieval",
     "plot_scan",
+    "plot_track",
     "region_colours",
     "region_source",
     "region_stats",

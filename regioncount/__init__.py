@@ -173,7 +173,6 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         RegionCountError as RegionCountError,
         ResidentMemoryError as ResidentMemoryError,
     )
-    from ._local import local_complexity as local_complexity, read_points as read_points
     from ._io import (
         is_state_dict as is_state_dict,
         load_model as load_model,
@@ -181,6 +180,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         write_atomic as write_atomic,
     )
     from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
+    from ._local import local_complexity as local_complexity, read_points as read_points
     from ._memory import check_rss as check_rss, rss_bytes as rss_bytes, set_rss_limit as set_rss_limit
     from ._scan import (
         counted_cells as counted_cells,

@@ -131,7 +131,9 @@ def local_complexity(
         res = None
         if method != "sample":
             try:
-                res = count_regions(net, dom, method="exact", linear=False, max_regions=max_regions, memory_cap=memory_cap)
+                res = count_regions(
+                    net, dom, method="exact", linear=False, max_regions=max_regions, memory_cap=memory_cap
+                )
             except (MemoryCapError, RegionCountError) as e:
                 if method == "exact" or isinstance(e, DomainError):
                     raise

@@ -227,7 +227,13 @@ def track(
     if workers < 1:
         raise RegionCountError(f"workers must be at least 1, got {workers}")
     options: dict[str, Any] = dict(
-        method=method, linear=linear, grid=grid, samples=samples, seed=seed, memory_cap=memory_cap, max_regions=max_regions
+        method=method,
+        linear=linear,
+        grid=grid,
+        samples=samples,
+        seed=seed,
+        memory_cap=memory_cap,
+        max_regions=max_regions,
     )
     loc: dict[str, Any] | None = None
     P = None

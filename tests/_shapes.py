@@ -45,8 +45,10 @@ def ball_with_holes(centre, rho: float, holes, radii, depth: float) -> MLP:
     C = np.array(cs)
     W1, b1 = _abs_units(C)
     S = _sum_rows(len(cs), q)
-    idx = [0 if np.array_equal(h, centre) else 1 + sum(1 for g in holes[:j] if not np.array_equal(g, centre))
-           for j, h in enumerate(holes)]
+    idx = [
+        0 if np.array_equal(h, centre) else 1 + sum(1 for g in holes[:j] if not np.array_equal(g, centre))
+        for j, h in enumerate(holes)
+    ]
     W2 = np.vstack([-S[0], S[0]] + [-S[i] for i in idx])
     b2 = np.array([rho, -rho] + [float(r) for r in radii])
     W3 = np.array([[1.0, -1.0] + [-float(depth)] * len(idx)])

@@ -170,7 +170,9 @@ def track(
         if points is not None:
             P = read_points(points)
             if P.shape[1] != net0.input_dim:
-                raise DomainError(f"--points has {P.shape[1]} coordinates per point; the network takes {net0.input_dim}")
+                raise DomainError(
+                    f"--points has {P.shape[1]} coordinates per point; the network takes {net0.input_dim}"
+                )
             if local_dirs:
                 import numpy as np
 
@@ -203,7 +205,9 @@ def track(
         r["version"] = version
     tables = track_tables(rows)
     png = plot_track(rows, title=f"{len(rows)} checkpoints, box [{box[0]:g}, {box[1]:g}]")
-    write_files({out / "track.json": tables["track.json"], out / "track.csv": tables["track.csv"], out / "track.png": png})
+    write_files(
+        {out / "track.json": tables["track.json"], out / "track.csv": tables["track.csv"], out / "track.png": png}
+    )
     finish_track(out)
     assert not (out / PARTIAL).exists()
     if json_out:

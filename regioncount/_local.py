@@ -75,7 +75,7 @@ def ball_domains(points, radius: float, *, directions=None, slice_2d: bool | Non
     if radius <= 0 or not np.isfinite(radius):
         raise DomainError(f"the radius must be positive, got {radius}")
     q = X.shape[1]
-    use_slice = (q > 3) if slice_2d is None else bool(slice_2d or directions is not None)
+    use_slice = directions is not None or ((q > 3) if slice_2d is None else bool(slice_2d))
     if directions is not None:
         V = np.asarray(directions, dtype=np.float64)
         if V.shape == (q, 2):

@@ -82,3 +82,15 @@ def disjoint_discs(k: int) -> MLP:
     ``x_2 = 0`` (balls ``d_j < 3/8 - 1/8``), in the box [-2, 2]^2 for ``k <= 4``."""
     centres = np.array([[-1.5 + j, 0.25 * (j % 2)] for j in range(k)])
     return union_of_balls(centres, [0.375] * k, 0.125)
+
+
+def touching_diamonds() -> MLP:
+    """Logit ``z = min(d_1, d_2) - 1/2`` with ``d_{1,2}`` the L1 distances to ``(-+1/2, 0)``: negative on two
+    open diamonds that touch at the origin only (``min(a, b) = (a + b - |a - b|) / 2``)."""
+    W1 = np.array([[1.0, 0], [-1, 0], [1, 0], [-1, 0], [0, 1], [0, -1]])
+    b1 = np.array([0.5, -0.5, -0.5, 0.5, 0, 0])
+    d1 = np.array([1.0, 1, 0, 0, 1, 1])
+    d2 = np.array([0.0, 0, 1, 1, 1, 1])
+    W2 = np.stack([d1 - d2, d2 - d1, d1 + d2])
+    W3 = np.array([[-0.5, -0.5, 0.5]])
+    return MLP((W1, W2, W3), (b1, np.zeros(3), np.array([-0.5])))

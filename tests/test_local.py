@@ -104,9 +104,7 @@ def test_three_dimensional_ball_of_axis_planes():
     X = np.random.default_rng(8).uniform(-0.7, 0.7, (10, 3))
     r = 0.3
     res = local_complexity(net, X, r)
-    want = [
-        int(np.prod([1 + sum(x[ax] - r < c < x[ax] + r for c in cs) for ax, cs in enumerate(cuts)])) for x in X
-    ]
+    want = [int(np.prod([1 + sum(x[ax] - r < c < x[ax] + r for c in cs) for ax, cs in enumerate(cuts)])) for x in X]
     assert res["per_point"] == want and res["ball"] == "box"
 
 

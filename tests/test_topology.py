@@ -98,3 +98,25 @@ def test_as_dict_is_json_ready():
     d = _topo(annulus(), -1.5, 1.5).as_dict()
     json.dumps(d)
     assert d["holes"] == 2 and d["boundary"] == {"b0": 2, "b1": 2} and len(d["regions"]) == 3
+
+
+def test_plot_decision_marks_holes_and_writes_betti_numbers(tmp_path, capsys):
+    import json
+
+    from regioncount import save_model
+    from regioncount_cli.main import main
+
+    model = tmp_path / "holes.npz"
+    save_model(disc_with_holes(3), model)
+    png = tmp_path / "holes.png"
+    assert main(["plot", str(model), "--decision", "--box", "-2.5", "2.5", "--out", str(png)]) == 0
+    capsys.readouterr()
+    info = json.loads(png.with_suffix(".json").read_text())
+    topo = info["topology"]
+    assert topo["per_class"]["1"] == {"b0": 1, "b1": 3, "b2": None}
+    assert topo["boundary"] == {"b0": 4, "b1": 4} and len(topo["hole_points"]) == 4
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    # count --decision carries the same numbers
+    assert main(["count", str(model), "--decision", "--box", "-2.5", "2.5", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["topology"]["holes"] == topo["holes"] == 4

@@ -35,6 +35,8 @@ _EXPORTS = {
     "track": "._track",
     "checkpoint_files": "._track",
     "count_checkpoint": "._track",
+    "track_tables": "._track",
+    "finish_track": "._track",
     "local_complexity": "._local",
     "read_points": "._local",
     "decision_topology": "._decide",
@@ -191,7 +193,9 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from ._track import (
         checkpoint_files as checkpoint_files,
         count_checkpoint as count_checkpoint,
+        finish_track as finish_track,
         track as track,
+        track_tables as track_tables,
     )
     from ._views import (
         CompiledComparison as CompiledComparison,

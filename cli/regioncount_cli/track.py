@@ -135,8 +135,7 @@ def track(
     Each row is what `count` gives for that checkpoint alone. The three files in --out are replaced together;
     a run that is interrupted keeps its finished rows in --out and a rerun skips them.
     """
-    from regioncount import track as run_track
-    from regioncount._track import PARTIAL, finish_track, track_tables
+    from regioncount import finish_track, track as run_track, track_tables
     from regioncount.plotting import plot_track
 
     if workers is not None and scheduler is not None:
@@ -209,7 +208,6 @@ def track(
         {out / "track.json": tables["track.json"], out / "track.csv": tables["track.csv"], out / "track.png": png}
     )
     finish_track(out)
-    assert not (out / PARTIAL).exists()
     if json_out:
         print(dump_json(rows))
         return

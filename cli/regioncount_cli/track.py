@@ -132,8 +132,8 @@ def track(
     """Count the regions of every checkpoint of a training run: regions, linear regions, decision regions and
     their topology (holes, decision boundary components), local complexity around data points.
 
-    Each row is what `count` gives for that checkpoint alone. The three files in --out are replaced together;
-    a run that is interrupted keeps its finished rows in --out and a rerun skips them.
+    Each row is what `count` gives for that checkpoint alone. The three files in --out are replaced together; a
+    run that is interrupted keeps its finished rows in --out, and a rerun skips them.
     """
     from regioncount import finish_track, track as run_track, track_tables
     from regioncount.plotting import plot_track
@@ -157,8 +157,14 @@ def track(
 
         files = checkpoint_files(checkpoints)
         net0 = load_network(files[0])
+        from ._data import vector_arg
+
         dom: Any = slice_from_options(
-            box[0], box[1], parse_vector(origin, "--origin"), parse_vector(dir1, "--dir1"), parse_vector(dir2, "--dir2")
+            box[0],
+            box[1],
+            vector_arg(origin, "--origin", net0),
+            vector_arg(dir1, "--dir1", net0),
+            vector_arg(dir2, "--dir2", net0),
         )
         if dom is None:
             from regioncount import Box

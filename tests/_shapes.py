@@ -94,3 +94,18 @@ def touching_diamonds() -> MLP:
     W2 = np.stack([d1 - d2, d2 - d1, d1 + d2])
     W3 = np.array([[-0.5, -0.5, 0.5]])
     return MLP((W1, W2, W3), (b1, np.zeros(3), np.array([-0.5])))
+
+
+def solid_ring(h: float = 0.25) -> MLP:
+    """A solid torus in 3D: the square annulus ``1/2 < |x_1| + |x_2| < 1`` (in the first two inputs) times the
+    slab ``|x_3| < h``, as ``z = min(a, b)`` with ``a`` the annulus logit and ``b = h - |x_3|``."""
+    W1 = np.array([[1.0, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
+    d = np.array([1.0, 1, 1, 1, 0, 0])
+    ax3 = np.array([0.0, 0, 0, 0, 1, 1])
+    W2 = np.stack([-d, d, -d, -ax3, ax3])
+    b2 = np.array([1.0, -1.0, 0.75, h, -h])
+    a = np.array([1.0, -1, -2, 0, 0])  # a = h1 - h2 - 2 h3
+    b = np.array([0.0, 0, 0, 1, -1])  # b = h4 - h5
+    W3 = np.stack([a - b, b - a, a, -a, b, -b])
+    W4 = 0.5 * np.array([[-1.0, -1, 1, -1, 1, -1]])  # min(a, b) = (a + b - |a - b|) / 2
+    return MLP((W1, W2, W3, W4), (np.zeros(6), b2, np.zeros(6), np.zeros(1)))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import shapely
-from _shapes import annulus, disc_with_holes, disjoint_discs, touching_diamonds
+from _shapes import annulus, disc_with_holes, disjoint_discs, solid_ring, touching_diamonds
 
 from regioncount import Box, DecisionNet, class_of_cells, decision_topology, partition_plane, random_mlp
 from regioncount._decide import decision_partitions
@@ -86,10 +86,21 @@ def test_random_networks_agree_with_shapely(seed):
 def test_spherical_shell_has_one_cavity():
     t = decision_topology(annulus(3), Box(-1.5, 1.5, 3))
     pc = t.per_class()
-    assert pc["1"] == {"b0": 1, "b1": None, "b2": 1}
+    assert pc["1"] == {"b0": 1, "b1": 0, "b2": 1}
     assert sorted(t.b2[t.region_class == 0].tolist()) == [0, 1]  # inner octahedron, and the outside
+    assert t.b1.tolist() == [0, 0, 0]
     # shell 1/2 < |x|_1 < 1: volume (4/3)(1 - 1/8) = 7/6
     assert t.area[t.region_class == 1].item() == pytest.approx(7 / 6, rel=1e-9)
+
+
+def test_solid_torus_has_one_tunnel():
+    """A square annulus times a slab: b0 = 1, b1 = 1 (chi of its boundary torus is 0), b2 = 0. Its complement in
+    the box also has b1 = 1 (Alexander duality), and one cavity: the torus it encloses."""
+    t = decision_topology(solid_ring(), Box(-1.5, 1.5, 3))
+    pc = t.per_class()
+    assert pc["1"] == {"b0": 1, "b1": 1, "b2": 0}
+    assert pc["0"] == {"b0": 1, "b1": 1, "b2": 1}
+    assert t.area[t.region_class == 1].item() == pytest.approx(1.5 * 0.5, rel=1e-9)
 
 
 def test_as_dict_is_json_ready():

@@ -13,11 +13,16 @@ component (cells joined across shared edges / facets of positive measure, :func:
   graph: b0(Γ) its components, b1(Γ) = E − V + b0 its independent cycles.
 - **3D** (:class:`Polytopes`). b0(D) = 1; b2(D), its cavities, is the number of bounded components of
   R^3 \\ D: complement cells joined across facets, a component being unbounded when one of its cells has a
-  vertex on the box's boundary. b1 (tunnels) is not computed in 3D (None).
+  vertex on the box's boundary. b1 (tunnels) comes from the Euler characteristic: the closure M of D is a
+  3-manifold with boundary, so chi(D) = chi(M) = chi(∂M)/2, and b1 = b0 + b2 − chi. chi(∂M) = V − E + F of its
+  boundary surface: the overlaps of facets of D's cells with facets of other cells, and D's facets on the box,
+  with every edge split at the piece vertices lying on it (T-junctions). Where an edge of that surface is not
+  shared by exactly two pieces (a pinched, non-manifold boundary, for which chi(M) = chi(∂M)/2 fails) b1 is
+  None.
 
 Tolerance (topology only, never counts): two piece endpoints are one point when they lie within 1e-9 of
 the domain's diameter; pieces shorter than the partition's adjacency margin are dropped, as in
-:meth:`Partition.adjacency`. 3D: complement cells that touch only along an edge or at a point (a non-generic
+:meth:`Partition.adjacency`; in 3D, facet overlaps of area below 1e-12 (normalised coordinates) are no piece. 3D: complement cells that touch only along an edge or at a point (a non-generic
 contact) are not joined, so such a contact can add a cavity.
 """
 
@@ -305,13 +310,16 @@ def _topology_3d(poly, cls: np.ndarray) -> Topology:
         comp = _components(R + 1, np.concatenate([Er, Tr]))
         roots = np.unique(comp[np.flatnonzero(~mine)])
         b2[r] = int(np.sum(roots != comp[ext]))
+    chi = _boundary_euler_3d(poly, inv)
+    # the closure M of D is a 3-manifold with boundary: chi(D) = chi(M) = chi(dM) / 2 and b1 = b0 + b2 - chi
+    b1 = [None if c is None else int(1 + b2[r] - c // 2) for r, c in enumerate(chi)]
     return Topology(
         dimension=3,
         labels=lab,
         region_ids=ids,
         region_class=rcls,
         b0=np.ones(D, np.int64),
-        b1=None,
+        b1=None if any(v is None for v in b1) else np.array(b1, np.int64),
         b2=b2,
         area=vol,
         boundary_b0=None,
@@ -319,3 +327,127 @@ def _topology_3d(poly, cls: np.ndarray) -> Topology:
         hole_points=np.zeros((0, 2)),
         hole_region=np.zeros(0, np.int64),
     )
+
+
+def _facets_3d(poly):
+    """Every facet of every cell, in normalised coordinates: ``(region, hyperplane id, side, loop (m, 3))``,
+    each loop ordered around its centroid. Slots whose plane holds fewer than 3 vertices hold no facet; slots
+    with the same vertex set count once."""
+    r, s = np.nonzero(poly.facet_ids >= 0)
+    X, on = poly._facet_vertices(r, s)
+    big = on.sum(axis=1) >= 3
+    r, s, X, on = r[big], s[big], X[big], on[big]
+    key = np.concatenate([r[:, None].view(np.uint8).reshape(r.size, -1), np.packbits(on, axis=1)], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    out = []
+    for t in np.sort(first):
+        P = X[t][on[t]]
+        c = P.mean(axis=0)
+        n = np.cross(P[1] - P[0], P[2] - P[0])
+        for a in range(2, P.shape[0]):  # a non-degenerate normal from the vertices
+            if np.linalg.norm(n) > 1e-12:
+                break
+            n = np.cross(P[1] - P[0], P[a] - P[0])
+        n = n / np.linalg.norm(n)
+        e1 = np.cross(n, [1.0, 0, 0] if abs(n[0]) < 0.9 else [0, 1.0, 0])
+        e1 /= np.linalg.norm(e1)
+        e2 = np.cross(n, e1)
+        ang = np.arctan2((P - c) @ e2, (P - c) @ e1)
+        f = int(poly.facet_ids[r[t], s[t]])
+        out.append((int(r[t]), f // 2, f % 2, P[np.argsort(ang)], c, n, e1, e2))
+    return out
+
+
+def _boundary_euler_3d(poly, inv: np.ndarray) -> list[int | None]:
+    """Euler characteristic V - E + F of the boundary surface of each decision region (``inv (R,)``: region of
+    each cell), from the pieces of facets between a region's cells and other cells or the box. A piece is the
+    overlap of the two cells' facets on their common plane; edges are split at every piece vertex lying on them
+    (T-junctions), so the pieces form a proper complex. None where an edge of the surface is not shared by
+    exactly two pieces (a pinched, non-manifold boundary, where chi(M) = chi(dM) / 2 does not hold)."""
+    import shapely
+
+    D = int(inv.max(initial=-1)) + 1
+    facets = _facets_3d(poly)
+    k = poly.k
+    by_plane: dict[int, list[int]] = {}
+    for t, f in enumerate(facets):
+        by_plane.setdefault(f[1], []).append(t)
+    E = poly.adjacency()
+    nb = {(int(a), int(b)) for a, b in E.tolist()}
+    pieces: list[tuple[int, np.ndarray]] = []  # (region, loop)
+    area_tol = 1e-12
+    for r, h, side, P, c, _n, e1, e2 in facets:
+        if h < 2 * k:  # a side of the box
+            pieces.append((int(inv[r]), P))
+            continue
+        if side != 0:
+            continue
+        for u in by_plane.get(h, ()):
+            r2, _, side2, P2 = facets[u][:4]
+            if side2 == side or inv[r2] == inv[r] or (min(r, r2), max(r, r2)) not in nb:
+                continue
+            A = shapely.Polygon(np.stack([(P - c) @ e1, (P - c) @ e2], 1))
+            B = shapely.Polygon(np.stack([(P2 - c) @ e1, (P2 - c) @ e2], 1))
+            g = A.intersection(B)
+            if g.geom_type != "Polygon" or g.area <= area_tol:
+                continue
+            uv = np.asarray(g.exterior.coords)[:-1]
+            loop = c + uv[:, :1] * e1 + uv[:, 1:] * e2
+            pieces.append((int(inv[r]), loop))
+            pieces.append((int(inv[r2]), loop))
+    tol = SNAP * float(np.linalg.norm(np.full(k, 2.0)))
+    out: list[int | None] = []
+    for d in range(D):
+        loops = [L for reg, L in pieces if reg == d]
+        if not loops:
+            out.append(None)
+            continue
+        pts = np.concatenate(loops)
+        ids = _snap_3d(pts, tol)
+        V = np.unique(ids).size
+        starts = np.cumsum([0] + [len(L) for L in loops])
+        uniq_pts = np.zeros((int(ids.max()) + 1, 3))
+        uniq_pts[ids] = pts
+        used = np.unique(ids)
+        edges: dict[tuple[int, int], int] = {}
+        for i in range(len(loops)):
+            ring = ids[starts[i] : starts[i + 1]]
+            ring = ring[np.r_[True, ring[1:] != ring[:-1]]]
+            if ring.size > 1 and ring[0] == ring[-1]:
+                ring = ring[:-1]
+            for a, b in zip(ring, np.roll(ring, -1), strict=True):
+                # the piece vertices strictly inside this edge split it
+                pa, pb = uniq_pts[a], uniq_pts[b]
+                d_ab = pb - pa
+                L2 = float(d_ab @ d_ab)
+                q = uniq_pts[used]
+                tpar = (q - pa) @ d_ab / L2
+                dist = np.linalg.norm(q - pa - tpar[:, None] * d_ab, axis=1)
+                inner = (tpar > 0) & (tpar < 1) & (dist <= tol) & (used != a) & (used != b)
+                chain = [int(a), *used[inner][np.argsort(tpar[inner])].tolist(), int(b)]
+                for x, y in zip(chain[:-1], chain[1:], strict=True):
+                    e = (min(x, y), max(x, y))
+                    edges[e] = edges.get(e, 0) + 1
+        if any(cnt != 2 for cnt in edges.values()):
+            out.append(None)
+            continue
+        out.append(V - len(edges) + len(loops))
+    return out
+
+
+def _snap_3d(X: np.ndarray, tol: float) -> np.ndarray:
+    """Labels ``(N,)`` joining points of ``X (N, 3)`` within ``tol`` of each other (a hash grid of cell
+    ``tol``: near points fall in neighbouring cells)."""
+    cell = np.floor(X / tol).astype(np.int64)
+    grid: dict[tuple[int, int, int], list[int]] = {}
+    for i, key in enumerate(map(tuple, cell.tolist())):
+        grid.setdefault(key, []).append(i)
+    pairs = []
+    offs = [(a, b, c) for a in (-1, 0, 1) for b in (-1, 0, 1) for c in (-1, 0, 1)]
+    for i, (x, y, z) in enumerate(cell.tolist()):
+        for a, b, c in offs:
+            for j in grid.get((x + a, y + b, z + c), ()):
+                if j > i and np.linalg.norm(X[i] - X[j]) <= tol:
+                    pairs.append((i, j))
+    lab = _components(X.shape[0], np.array(pairs, np.int64).reshape(-1, 2))
+    return np.unique(lab, return_inverse=True)[1].reshape(-1)

@@ -44,7 +44,7 @@ class Topology:
     """Betti numbers of the decision regions of one exact partition.
 
     ``labels (R,)``: the decision region of each cell (its smallest member); ``region_ids (D,)``: the
-    labels present, ascending; per region ``region_class``, ``b0``, ``b1`` (None in 3D), ``b2`` (3D only,
+    labels present, ascending; per region ``region_class``, ``b0``, ``b1`` (3D: None where a region's boundary is pinched), ``b2`` (3D only,
     else None) and ``area`` (volume in 3D), each ``(D,)``; ``boundary_b0`` / ``boundary_b1``: components and
     independent cycles of the decision boundary (2D; None in 3D); ``hole_points (H, 2)``: one point inside
     each hole (2D), of region ``hole_region (H,)`` (an index into ``region_ids``); ``hole_outlines``: the

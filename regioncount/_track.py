@@ -35,6 +35,7 @@ CSV_COLUMNS = (
     "decision_holes",
     "boundary_components",
     "boundary_cycles",
+    "decision_cavities",
     "local_complexity",
     "local_median",
     "local_max",
@@ -128,8 +129,8 @@ def count_checkpoint(path, domain, options: dict, points=None, local: dict | Non
         "kind": str(res["kind"]),
         "count": res,
     }
-    plane = isinstance(domain, Slice) or (isinstance(domain, Box) and domain.dim == 2)
-    if options.get("method", "exact") == "exact" and plane and local is not None and local.get("decision", True):
+    exact_domain = isinstance(domain, Slice) or (isinstance(domain, Box) and domain.dim in (2, 3))
+    if options.get("method", "exact") == "exact" and exact_domain and local is not None and local.get("decision", True):
         row.update(decision_row(net, domain, options.get("memory_cap")))
     if points is not None:
         from ._local import local_complexity
@@ -145,28 +146,27 @@ def count_checkpoint(path, domain, options: dict, points=None, local: dict | Non
 
 
 def decision_row(net, domain, memory_cap: int | None = None) -> dict:
-    """Decision regions of ``net`` on a 2D domain and their topology (exact partition of the decision net)."""
+    """Decision regions of ``net`` on a 2D domain or a 3D box and their Betti numbers (the exact partition of
+    its decision network, :func:`regioncount.decision_topology`)."""
     from ._config import DEFAULT_MEMORY_CAP
-    from ._count import PLANE_BYTES_PER_REGION
-    from ._decide import class_of_cells
-    from .engines._plane import partition_plane
-    from .networks import DecisionNet
-    from .results import decision_summary, topology
+    from ._count import PLANE_BYTES_PER_REGION, SPACE_BYTES_PER_REGION
+    from ._decide import decision_topology
 
-    dnet = DecisionNet(net)
     cap = memory_cap or DEFAULT_MEMORY_CAP
-    dec = partition_plane(dnet, domain, max_regions=max(1, cap // PLANE_BYTES_PER_REGION))
-    cls = class_of_cells(dec, dnet)
-    topo = topology(dec, cls).as_dict()
-    summ = decision_summary(dec, cls)
-    return {
-        "decision_regions": summ["decision_regions"],
-        "decision_cells": int(dec.n_regions),
-        "decision_holes": topo["holes"],
-        "boundary_components": topo["boundary"]["b0"],
-        "boundary_cycles": topo["boundary"]["b1"],
-        "topology": {k: topo[k] for k in ("per_class", "boundary", "holes", "decision_regions")},
+    per = SPACE_BYTES_PER_REGION if domain.dim == 3 else PLANE_BYTES_PER_REGION
+    topo = decision_topology(net, domain, max_regions=max(1, cap // per))
+    d = topo.as_dict()
+    row = {
+        "decision_regions": d["decision_regions"],
+        "decision_cells": int(topo.labels.size),
+        "decision_holes": d["holes"],
+        "boundary_components": d["boundary"]["b0"],
+        "boundary_cycles": d["boundary"]["b1"],
+        "topology": {k: d[k] for k in ("per_class", "boundary", "holes", "decision_regions", "cavities") if k in d},
     }
+    if "cavities" in d:
+        row["decision_cavities"] = d["cavities"]
+    return row
 
 
 def _job(args):
@@ -206,11 +206,11 @@ def track(
 
     Each row: ``step`` (from the file name, else the position), ``checkpoint``, ``regions``,
     ``linear_regions``, ``exact``, ``method``, ``kind`` and ``count`` (the full :func:`count_regions` result),
-    ``seconds``; on an exact 2D count also ``decision_regions``, ``decision_holes`` (holes of all decision
-    regions), ``boundary_components`` and ``boundary_cycles`` (the decision boundary's b0 and b1), and
-    ``topology``; with ``points (N, q)`` and ``radius`` also ``local`` (see :func:`local_complexity`, options
-    in ``local``: ``directions``, ``slice_2d``, ``seed``, ``method``, ``samples``) and its ``local_complexity``
-    (the mean), ``local_median``, ``local_max``.
+    ``seconds``. On an exact count of a 2D domain or a 3D box also ``decision_regions``, ``decision_holes``
+    (holes of all decision regions), ``boundary_components`` and ``boundary_cycles`` (the decision boundary's
+    b0 and b1; None in 3D), ``decision_cavities`` (3D) and ``topology``. With ``points (N, q)`` and ``radius``
+    also ``local`` (see :func:`local_complexity`; its options in ``local``: ``directions``, ``slice_2d``,
+    ``seed``, ``method``, ``samples``) and its ``local_complexity`` (the mean), ``local_median``, ``local_max``.
 
     ``previous``: rows of an earlier run; a row whose checkpoint digest and settings digest both match is
     reused, not recounted (marked ``"reused": True``). ``out``: a folder that keeps the run's progress: the rows

@@ -148,6 +148,21 @@ def test_dask_workers_give_the_same_rows(capsys, tmp_path, ckpts):
     assert [[r[k] for k in keys] for r in json.loads(a)] == [[r[k] for k in keys] for r in json.loads(b)]
 
 
+def test_three_dimensional_box(capsys, tmp_path):
+    """On a 3D box the rows hold the space engine's counts, the decision regions and their cavities."""
+    d = tmp_path / "run3"
+    d.mkdir()
+    for i in range(2):
+        save_model(random_mlp(3, (5,), 2, seed=i), d / f"c{i}.npz")
+    code, out, err = run(capsys, "track", d, "--out", tmp_path / "o3", "--processes", 1, "--json")
+    assert code == 0, err
+    for r in json.loads(out):
+        code, c, _ = run(capsys, "count", r["checkpoint"], "--json")
+        alone = json.loads(c)
+        assert (r["regions"], r["linear_regions"], r["exact"]) == (alone["regions"], alone["linear_regions"], True)
+        assert r["decision_regions"] >= 1 and r["decision_cavities"] == 0 and r["boundary_components"] is None
+
+
 def test_bad_options_are_one_line(capsys, tmp_path, ckpts, points):
     for argv, msg in (
         (("--points", points[0]), "both --points and --radius"),

@@ -100,7 +100,8 @@ def track(
         typer.Option(
             "--no-decision",
             metavar="",
-            help="Skip decision regions and their Betti numbers (counted by default on an exact 2D domain).",
+            help="Skip decision regions and their Betti numbers (counted by default with --method exact on a 2D "
+            "domain or a 3D box).",
         ),
     ] = False,
     no_linear: Annotated[
@@ -234,6 +235,7 @@ def track_table(rows: list[dict]):
         ("linear_regions", "linear"),
         ("decision_regions", "decision"),
         ("decision_holes", "holes"),
+        ("decision_cavities", "cavities"),
         ("boundary_components", "boundary parts"),
         ("local_complexity", "local (mean)"),
         ("seconds", "seconds"),

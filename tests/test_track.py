@@ -148,6 +148,16 @@ def test_dask_workers_give_the_same_rows(capsys, tmp_path, ckpts):
     assert [[r[k] for k in keys] for r in json.loads(a)] == [[r[k] for k in keys] for r in json.loads(b)]
 
 
+def test_figure_draws_the_quantities_present(ckpts):
+    from regioncount.plotting import figure_track
+
+    rows = track(ckpts, Box(-1, 1, 2))
+    fig, info = figure_track(rows)
+    assert info == {"panels": ["regions", "decision regions"], "rows": 5}
+    (line, *_) = fig.axes[0].get_lines()
+    assert list(line.get_xdata()) == [0, 2, 10, 30, 100] and list(line.get_ydata()) == [r["regions"] for r in rows]
+
+
 def test_three_dimensional_box(capsys, tmp_path):
     """On a 3D box the rows hold the space engine's counts, the decision regions and their cavities."""
     d = tmp_path / "run3"

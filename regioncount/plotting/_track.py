@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from matplotlib.ticker import MaxNLocator
+
 from ._output import figure_bytes, new_figure
 
 #: (row key, label, marker) of each series, by panel.
@@ -40,6 +42,7 @@ def figure_track(rows: list[dict], *, title: str | None = None):
         exact = all(r.get("exact", False) for r in rows)
         ax.set_title(f"{name} ({'exact' if exact else 'not all exact'})", fontsize=10)
         ax.set_xlabel("training step")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:

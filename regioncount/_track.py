@@ -242,8 +242,18 @@ def track(
         assert radius is not None  # checked above
         loc = {"radius": float(radius), "max_regions": max_regions, "memory_cap": memory_cap, **(local or {})}
     lopts = {**(loc or {}), "decision": bool(decision)}
+    # the memory cap and region cap decide whether a row can be counted, not what it holds, so they are left
+    # out of the digest, except where they choose between exact and sampled local counts (method "auto")
+    from ._config import DEFAULT_MEMORY_CAP
+
     rec = {k: (np.asarray(v).tolist() if k == "directions" and v is not None else v) for k, v in lopts.items()}
-    digest = settings_digest(domain, {**options, "local": rec}, P)
+    if rec.get("method", "auto") == "auto" and "radius" in rec:
+        rec["memory_cap"] = rec.get("memory_cap") or DEFAULT_MEMORY_CAP
+    else:
+        rec.pop("memory_cap", None)
+        rec.pop("max_regions", None)
+    counted = {k: v for k, v in options.items() if k not in ("memory_cap", "max_regions")}
+    digest = settings_digest(domain, {**counted, "local": rec}, P)
     digests = [file_digest(f) for f in files]
     if out is not None and resume:
         previous = [*previous, *previous_rows(out)]

@@ -183,3 +183,39 @@ def test_bad_options_are_one_line(capsys, tmp_path, ckpts, points):
         assert code == 2 and msg in err and err.count("\n") == 1
     code, _, err = run(capsys, "track", tmp_path / "nothing-*.npz", "--out", tmp_path / "o")
     assert code != 0 and "matches no file" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_signalled_run_keeps_its_rows_and_resumes(tmp_path, sig):
+    """The real command, signalled once it has finished two rows: one line on stderr, no final file, the finished
+    rows kept; the rerun reuses exactly those."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from _shared import subprocess_env
+
+    d = tmp_path / "run"
+    d.mkdir()
+    for i in range(12):
+        save_model(random_mlp(2, (24, 24, 24), 2, seed=i), d / f"s{i:02d}.npz")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "regioncount_cli.main", "track", str(d), "--out", str(out), "--processes", "1"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=subprocess_env(OPENBLAS_NUM_THREADS="1"))  # fmt: skip
+    deadline = time.monotonic() + 120
+    while p.poll() is None and len(previous_rows(out)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if p.poll() is not None:
+        pytest.skip("the run finished before it could be signalled (machine too fast for 12 checkpoints)")
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (130, 143) and err.count("\n") == 1 and "Traceback" not in err, err
+    assert not (out / "track.json").exists() and not (out / "track.png").exists()
+    kept = previous_rows(out)
+    assert 2 <= len(kept) < 12
+    rows = track(d, Box(-1, 1, 2), out=out)
+    assert sum(r["reused"] for r in rows) == len(kept)
+    assert [r["step"] for r in rows if r["reused"]] == [r["step"] for r in kept]

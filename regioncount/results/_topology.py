@@ -44,7 +44,7 @@ class Topology:
     """Betti numbers of the decision regions of one exact partition.
 
     ``labels (R,)``: the decision region of each cell (its smallest member); ``region_ids (D,)``: the
-    labels present, ascending; per region ``region_class``, ``b0``, ``b1`` (3D: None where a region's boundary is pinched), ``b2`` (3D only,
+    labels present, ascending; per region ``region_class``, ``b0``, ``b1`` (-1 where unknown: a pinched boundary in 3D), ``b2`` (3D only,
     else None) and ``area`` (volume in 3D), each ``(D,)``; ``boundary_b0`` / ``boundary_b1``: components and
     independent cycles of the decision boundary (2D; None in 3D); ``hole_points (H, 2)``: one point inside
     each hole (2D), of region ``hole_region (H,)`` (an index into ``region_ids``); ``hole_outlines``: the
@@ -72,7 +72,7 @@ class Topology:
             sel = self.region_class == c
             out[str(int(c))] = {
                 "b0": int(sel.sum()),
-                "b1": None if self.b1 is None else int(self.b1[sel].sum()),
+                "b1": None if self.b1 is None or (self.b1[sel] < 0).any() else int(self.b1[sel].sum()),
                 "b2": None if self.b2 is None else int(self.b2[sel].sum()),
             }
         return out
@@ -86,7 +86,7 @@ class Topology:
                 "cell": int(lab),
                 "class": int(self.region_class[i]),
                 "b0": int(self.b0[i]),
-                "b1": None if self.b1 is None else int(self.b1[i]),
+                "b1": None if self.b1 is None or self.b1[i] < 0 else int(self.b1[i]),
                 ("volume" if self.dimension == 3 else "area"): float(self.area[i]),
             }
             if self.b2 is not None:
@@ -95,7 +95,7 @@ class Topology:
         out = {
             "dimension": self.dimension,
             "decision_regions": int(self.region_ids.size),
-            "holes": None if self.b1 is None else int(self.b1.sum()),
+            "holes": None if self.b1 is None or (self.b1 < 0).any() else int(self.b1.sum()),
             "per_class": self.per_class(),
             "regions": regions,
             "boundary": {"b0": self.boundary_b0, "b1": self.boundary_b1},
@@ -312,14 +312,14 @@ def _topology_3d(poly, cls: np.ndarray) -> Topology:
         b2[r] = int(np.sum(roots != comp[ext]))
     chi = _boundary_euler_3d(poly, inv)
     # the closure M of D is a 3-manifold with boundary: chi(D) = chi(M) = chi(dM) / 2 and b1 = b0 + b2 - chi
-    b1 = [None if c is None else int(1 + b2[r] - c // 2) for r, c in enumerate(chi)]
+    b1 = np.array([-1 if c is None else int(1 + b2[r] - c // 2) for r, c in enumerate(chi)], np.int64)
     return Topology(
         dimension=3,
         labels=lab,
         region_ids=ids,
         region_class=rcls,
         b0=np.ones(D, np.int64),
-        b1=None if any(v is None for v in b1) else np.array(b1, np.int64),
+        b1=b1,
         b2=b2,
         area=vol,
         boundary_b0=None,
@@ -330,31 +330,33 @@ def _topology_3d(poly, cls: np.ndarray) -> Topology:
 
 
 def _facets_3d(poly):
-    """Every facet of every cell, in normalised coordinates: ``(region, hyperplane id, side, loop (m, 3))``,
-    each loop ordered around its centroid. Slots whose plane holds fewer than 3 vertices hold no facet; slots
-    with the same vertex set count once."""
+    """Every facet of every cell, in normalised coordinates: ``(region, hyperplane id, side, loop (m, 3), centroid,
+    unit normal, e1, e2)``, each loop ordered around its centroid in the plane's basis ``(e1, e2)``. Slots whose
+    plane holds fewer than 3 vertices hold no facet; slots with the same vertex set count once (vectorised as
+    :meth:`Polytopes.volumes` is)."""
     r, s = np.nonzero(poly.facet_ids >= 0)
     X, on = poly._facet_vertices(r, s)
     big = on.sum(axis=1) >= 3
     r, s, X, on = r[big], s[big], X[big], on[big]
     key = np.concatenate([r[:, None].view(np.uint8).reshape(r.size, -1), np.packbits(on, axis=1)], axis=1)
     _, first = np.unique(key, axis=0, return_index=True)
+    first = np.sort(first)
+    r, s, X, on = r[first], s[first], X[first], on[first]
+    w = poly._planes_normalised(r)[np.arange(r.size), s]
+    n = w[:, :3] / np.linalg.norm(w[:, :3], axis=1, keepdims=True)
+    cnt = on.sum(axis=1)
+    cf = np.where(on[..., None], X, 0.0).sum(axis=1) / cnt[:, None]
+    e1 = np.cross(n, np.where(np.abs(n[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]]))
+    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
+    e2 = np.cross(n, e1)
+    Y = X - cf[:, None]
+    ang = np.where(on, np.arctan2(np.einsum("nmk,nk->nm", Y, e2), np.einsum("nmk,nk->nm", Y, e1)), np.inf)
+    order = np.argsort(ang, axis=1)
+    f = poly.facet_ids[r, s]
     out = []
-    for t in np.sort(first):
-        P = X[t][on[t]]
-        c = P.mean(axis=0)
-        n = np.cross(P[1] - P[0], P[2] - P[0])
-        for a in range(2, P.shape[0]):  # a non-degenerate normal from the vertices
-            if np.linalg.norm(n) > 1e-12:
-                break
-            n = np.cross(P[1] - P[0], P[a] - P[0])
-        n = n / np.linalg.norm(n)
-        e1 = np.cross(n, [1.0, 0, 0] if abs(n[0]) < 0.9 else [0, 1.0, 0])
-        e1 /= np.linalg.norm(e1)
-        e2 = np.cross(n, e1)
-        ang = np.arctan2((P - c) @ e2, (P - c) @ e1)
-        f = int(poly.facet_ids[r[t], s[t]])
-        out.append((int(r[t]), f // 2, f % 2, P[np.argsort(ang)], c, n, e1, e2))
+    for t in range(r.size):
+        loop = X[t][order[t][: cnt[t]]]
+        out.append((int(r[t]), int(f[t]) // 2, int(f[t]) % 2, loop, cf[t], n[t], e1[t], e2[t]))
     return out
 
 

@@ -93,6 +93,14 @@ def test_spherical_shell_has_one_cavity():
     assert t.area[t.region_class == 1].item() == pytest.approx(7 / 6, rel=1e-9)
 
 
+def test_slice_through_the_shell_is_an_annulus():
+    from regioncount import Slice
+
+    t = decision_topology(annulus(3), Slice((0, 0, 0), (1, 0, 0), (0, 0, 1), (-1.5, -1.5), (1.5, 1.5)))
+    assert t.dimension == 2 and t.per_class()["1"] == {"b0": 1, "b1": 1, "b2": None}
+    assert (t.boundary_b0, t.boundary_b1) == (2, 2)
+
+
 def test_solid_torus_has_one_tunnel():
     """A square annulus times a slab: b0 = 1, b1 = 1 (chi of its boundary torus is 0), b2 = 0. Its complement in
     the box also has b1 = 1 (Alexander duality), and one cavity: the torus it encloses."""

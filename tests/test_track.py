@@ -76,6 +76,19 @@ def test_each_row_equals_count_alone(capsys, tmp_path, ckpts, points):
     assert len({r["regions"] for r in rows}) > 1  # different networks: rows are not copies of one count
 
 
+@pytest.mark.slow
+def test_sampled_rows_equal_count_alone(capsys, tmp_path, ckpts):
+    code, stdout, err = run(
+        capsys, "track", ckpts, "--method", "sample", "--out", tmp_path / "s", "--processes", 1, "--json"
+    )
+    assert code == 0, err
+    for r in json.loads(stdout)[:2]:
+        code, c, err = run(capsys, "count", r["checkpoint"], "--method", "sample", "--json")
+        alone = json.loads(c)
+        assert (r["regions"], r["exact"], r["count"]["f1"]) == (alone["regions"], False, alone["f1"])
+        assert "decision_regions" not in r  # decision regions come from exact partitions only
+
+
 def test_interrupted_run_resumes_skipping_its_rows(capsys, tmp_path, ckpts):
     out = tmp_path / "out"
     bad = ckpts / "ckpt-10.npz"
@@ -171,6 +184,32 @@ def test_three_dimensional_box(capsys, tmp_path):
         alone = json.loads(c)
         assert (r["regions"], r["linear_regions"], r["exact"]) == (alone["regions"], alone["linear_regions"], True)
         assert r["decision_regions"] >= 1 and r["decision_cavities"] == 0 and r["boundary_components"] is None
+
+
+def test_local_complexity_options_in_four_dimensions(capsys, tmp_path):
+    """Inputs of dimension 4: the slice through each point by default (seeded directions), or along the
+    directions given; the same numbers as the library."""
+    from regioncount import load_model
+
+    d = tmp_path / "run4"
+    d.mkdir()
+    save_model(random_mlp(4, (8,), 2, seed=3), d / "c0.npz")
+    X = np.random.default_rng(1).uniform(-0.5, 0.5, (6, 4))
+    np.save(tmp_path / "p.npy", X)
+    base = ["track", d, "--box", -1, 1, "--origin", "0,0,0,0", "--dir1", "1,0,0,0", "--dir2", "0,1,0,0"]
+    base += ["--points", tmp_path / "p.npy", "--radius", 0.4, "--processes", 1, "--json"]
+    code, out, err = run(capsys, *base, "--out", tmp_path / "a", "--local-seed", 5)
+    assert code == 0, err
+    (row,) = json.loads(out)
+    net = load_model(d / "c0.npz")
+    lib = local_complexity(net, X, 0.4, seed=5)
+    assert row["local"]["ball"] == "slice" and row["local"]["per_point"] == lib["per_point"]
+    code, out, err = run(capsys, *base, "--out", tmp_path / "b", "--local-dir", "0,0,1,0", "--local-dir", "0,0,0,1")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    V = np.array([[0, 0, 1, 0], [0, 0, 0, 1]], float).T
+    assert row["local"]["per_point"] == local_complexity(net, X, 0.4, directions=V)["per_point"]
+    assert row["decision_regions"] >= 1  # the 2D slice domain also gets its decision regions
 
 
 def test_bad_options_are_one_line(capsys, tmp_path, ckpts, points):

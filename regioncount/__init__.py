@@ -41,6 +41,15 @@ _EXPORTS = {
     "partition_geojson": "._export",
     "partition_geoparquet": "._export",
     "class_of_cells": "._decide",
+    # regions through training, local complexity, topology of decision regions
+    "track": "._track",
+    "checkpoint_files": "._track",
+    "count_checkpoint": "._track",
+    "track_tables": "._track",
+    "finish_track": "._track",
+    "local_complexity": "._local",
+    "read_points": "._local",
+    "decision_topology": "._decide",
     # labels of results (str enums: members equal their strings)
     "Method": "._enums",
     "Picture": "._enums",
@@ -120,6 +129,8 @@ _EXPORTS = {
     "Partition": ".results",
     "Polytopes": ".results",
     "Cells": ".results",
+    "Topology": ".results",
+    "topology": ".results",
     "certify": ".results",
     # theory (bounds are pure Python ints)
     "BOUNDS": ".theory._bounds",
@@ -149,7 +160,11 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         count_regions as count_regions,
         region_kind as region_kind,
     )
-    from ._decide import class_of_cells as class_of_cells, count_decisions as count_decisions
+    from ._decide import (
+        class_of_cells as class_of_cells,
+        count_decisions as count_decisions,
+        decision_topology as decision_topology,
+    )
     from ._domain import (
         AffineSlice as AffineSlice,
         Box as Box,
@@ -186,12 +201,20 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         write_atomic as write_atomic,
     )
     from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
+    from ._local import local_complexity as local_complexity, read_points as read_points
     from ._memory import check_rss as check_rss, rss_bytes as rss_bytes, set_rss_limit as set_rss_limit
     from ._scan import (
         counted_cells as counted_cells,
         default_workers as default_workers,
         rows_to_csv as rows_to_csv,
         scan as scan,
+    )
+    from ._track import (
+        checkpoint_files as checkpoint_files,
+        count_checkpoint as count_checkpoint,
+        finish_track as finish_track,
+        track as track,
+        track_tables as track_tables,
     )
     from ._views import (
         CompiledComparison as CompiledComparison,
@@ -238,7 +261,14 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         retrieval_error as retrieval_error,
         retrieval_partition as retrieval_partition,
     )
-    from .results import Cells as Cells, Partition as Partition, Polytopes as Polytopes, certify as certify
+    from .results import (
+        Cells as Cells,
+        Partition as Partition,
+        Polytopes as Polytopes,
+        Topology as Topology,
+        certify as certify,
+        topology as topology,
+    )
     from .theory._bounds import (
         BOUNDS as BOUNDS,
         maxout_lower as maxout_lower,

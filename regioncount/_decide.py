@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
 from ._enums import Method
 from ._errors import MemoryCapError, RegionCountError
 from .networks import DecisionNet, class_position, lower
-from .results import decision_summary
+from .results import Topology, decision_summary, topology
 
 
 def class_of_cells(part, dnet: DecisionNet) -> np.ndarray:
@@ -34,6 +35,23 @@ def decision_partitions(net, domain, *, max_regions: int | None = None, progress
     return base, dec, class_of_cells(dec, dnet)
 
 
+def decision_topology(net, domain, *, max_regions: int | None = None, progress=None) -> Topology:
+    """Betti numbers of the decision regions of ``net`` on a 2D domain (box or slice: components, holes, and
+    the decision boundary's components and cycles) or a 3D box (components and cavities), read off the
+    exact partition of its decision network (:func:`regioncount.results.topology`)."""
+    dnet = DecisionNet(net)
+    part: Any
+    if domain.dim == 3:
+        from .engines._space import partition_space
+
+        part = partition_space(dnet, domain, max_regions=max_regions, progress=progress)
+    else:
+        from .engines._plane import partition_plane
+
+        part = partition_plane(dnet, domain, max_regions=max_regions, progress=progress)
+    return topology(part, class_of_cells(part, dnet))
+
+
 def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None) -> dict:
     """``count_regions``' exact result plus ``decision_regions`` (connected regions of one predicted class),
     ``decision_cells`` (cells of the network followed by the argmax) and per-class regions and areas."""
@@ -55,6 +73,7 @@ def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None
         "linear_regions": int(base.linear_regions()),
         "decision_cells": int(dec.n_regions),
         **decision_summary(dec, cls),
+        "topology": topology(dec, cls).as_dict(),
         "method": Method.EXACT,
         "exact": True,
         "kind": region_kind(net),

@@ -112,7 +112,8 @@ def plot(
         typer.Option(
             "--decision",
             help="Three panels, all exact: activation regions, linear regions, and decision regions (one colour "
-            "per predicted class, the decision boundary drawn bold).",
+            "per predicted class, the decision boundary drawn bold, holes of decision regions ringed and marked; the JSON "
+            "holds their Betti numbers under topology).",
         ),
     ] = False,
     levels: Annotated[

@@ -1,7 +1,8 @@
 """``regioncount``: the typer app and the console entry point ``main``.
 
-One module per command: ``count``, ``bound``, ``build`` (its subcommands), ``scan``, ``_plot`` (``plot`` and
-``plot-line``), ``view`` (the atlas page) and ``relation`` (``relation fit`` and ``retrieval``). A command's module is imported, and its
+One module per command: ``count``, ``bound``, ``build`` (its subcommands), ``scan``, ``track``, ``_plot`` (``plot``
+and ``plot-line``), ``view`` (the atlas page) and ``relation`` (``relation fit`` and ``retrieval``). A command's
+module is imported, and its
 click command built, only when that command runs or a help lists it, so ``regioncount bound`` imports neither
 NumPy nor JAX and ``count`` imports no other command's engines.
 """
@@ -34,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "count": (".count", "count", False),
     "bound": (".bound", "bound", False),
     "scan": (".scan", "scan", False),
+    "track": (".track", "track", False),
     "plot": ("._plot", "plot", False),
     "plot-line": ("._plot", "plot_line", False),
     "view": (".view", "view", False),

@@ -32,6 +32,7 @@ from ._regions import (
 )
 from ._retrieval import figure_retrieval as figure_retrieval, plot_retrieval as plot_retrieval
 from ._sections import axis_sections as axis_sections, figure_sections as figure_sections
+from ._track import figure_track as figure_track, plot_track as plot_track
 
 __all__ = [
     "FORMATS",
@@ -49,6 +50,7 @@ __all__ = [
     "figure_regions",
     "figure_retrieval",
     "figure_sections",
+    "figure_track",
     "format_of",
     "greedy_colouring",
     "level_segments",
@@ -59,6 +61,7 @@ __all__ = [
     "plot_regions",
     "plot_retrieval",
     "plot_scan",
+    "plot_track",
     "region_colours",
     "region_source",
     "region_stats",

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .._enums import Kind, Picture
 from .._views import DEFAULT_MAX_REGIONS, decision_view, domain_info
+from ..results import topology
 from ._output import new_figure
 from ._regions import _edge_width, _frame_axes, _polygons, draw_partition
 
 _BOUNDARY = "#111111"
+_HOLE = "#c2185b"
 
 
 def class_colours(n: int) -> list[str]:
@@ -41,7 +44,9 @@ def figure_decision(
     All three panels are exact (plane engine); a network it cannot split exactly, or more than
     ``max_regions`` cells, raises :class:`RegionCountError`. The decision panel fills each cell with the
     colour of its predicted class and draws the decision boundary (edges between cells of different
-    classes) bold. ``points (3, 2)``: data points in ``(u1, u2)`` to mark, named by ``point_names``.
+    classes) bold; each hole of a decision region (its b1, :func:`regioncount.results.topology`) is ringed by a
+    dashed outline and marked with a cross, and ``info["topology"]`` holds the Betti numbers.
+    ``points (3, 2)``: data points in ``(u1, u2)`` to mark, named by ``point_names``.
     """
     view = decision_view(net, domain, classes=classes, max_regions=max_regions)
     base, dec, cls, boundary = view.base, view.cells, view.classes, view.boundary
@@ -63,12 +68,20 @@ def figure_decision(
     ax = axes[2]
     ax.add_collection(pc)
     ax.add_collection(LineCollection(list(boundary), colors=_BOUNDARY, linewidths=2.0))
+    topo = topology(dec, cls)
+    for ring in topo.hole_outlines:
+        ax.add_collection(LineCollection(list(ring), colors=_HOLE, linewidths=1.6, linestyles="--", zorder=4))
+    if len(topo.hole_points):
+        H = topo.hole_points
+        ax.scatter(H[:, 0], H[:, 1], s=40, marker="x", c=_HOLE, linewidths=1.8, zorder=5, label="hole")
     _frame_axes(ax, domain)
     n_dec = view.decision_regions
     present = view.present
-    ax.set_title(f"{n_dec:,} decision regions, {present.size} classes (exact)", fontsize=10)
+    holes = int(topo.b1.sum()) if topo.b1 is not None else 0
+    ax.set_title(f"{n_dec:,} decision regions, {holes} holes, {present.size} classes (exact)", fontsize=10)
+    marks = [Line2D([], [], color=_HOLE, marker="x", ls="--", label="hole (b1)")] if holes else []
     ax.legend(
-        handles=[Patch(facecolor=fills[c], edgecolor="#666666", label=f"class {c}") for c in present],
+        handles=[Patch(facecolor=fills[c], edgecolor="#666666", label=f"class {c}") for c in present] + marks,
         loc="upper right",
         fontsize=7,
         framealpha=0.85,
@@ -85,6 +98,7 @@ def figure_decision(
         "decision_cells": int(dec.n_regions),
         "classes_present": [int(c) for c in present],
         "decision_boundary_segments": int(len(boundary)),
+        "topology": topo.as_dict(),
         "drawn": "activation regions, linear regions, decision regions",
         **domain_info(domain),
     }

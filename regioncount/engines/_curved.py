@@ -52,7 +52,10 @@ from . import _conic as cn
 from ._plane import _frame  # one input frame and domain check for both exact 2D engines
 from ._protocol import Kernels, refuse_unsupported
 
-#: Cut points closer than this (normalised units) are one cut.
+#: Partitions of at most this many trapezoids are recomputed by the certified engine by default (it costs
+#: about 1-3 ms per trapezoid in Python; benchmarks/README.md).
+CERTIFY_TRAPS = 4000
+#: Float engine only (its partitions say ``exact: false``): cut points closer than this are one cut.
 CUT_MERGE = 1e-11
 #: A root of Q within this of an arc at a sub-slab's mid x lies on the arc (tangent or coincident).
 ON_ARC = 1e-12
@@ -687,10 +690,18 @@ def partition_curved(
     max_traps: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     snapshots: tuple[int, ...] = (),
+    certified: bool | None = None,
 ):
-    """Exact partition of a 2D domain into the connected cells of ``net`` (hardmax Transformers at any
+    """Partition of a 2D domain into the connected cells of ``net`` (hardmax Transformers at any
     depth; ReLU attention up to its first attention op; MLPs and Maxout networks too, more slowly than the
     ``plane`` engine). Returns a :class:`~regioncount.results._cells.Cells`.
+
+    ``certified``: True runs the certified engine (:mod:`._curved_exact`, exact algebraic predicates;
+    ImportError without python-flint); False the float engine of this module only (``exact: false``);
+    None (default) runs the float engine and, where python-flint is installed, no ``snapshots`` are asked
+    for and the partition has at most ``CERTIFY_TRAPS`` trapezoids, replaces it by the certified one
+    (whose counts are the claim, ``exact: true``). Otherwise the float partition is returned with
+    ``exact: false``.
 
     ``domain``: a 2D :class:`Box` for a 2-input network or a :class:`Slice`. ``max_traps`` bounds the number
     of trapezoids (:class:`MemoryCapError` past it). ``progress(done_ops, total_ops)`` is called per op.
@@ -702,6 +713,10 @@ def partition_curved(
     """
     from ..results._cells import Cells
 
+    if certified:
+        from ._curved_exact import partition_curved_exact
+
+        return partition_curved_exact(net, domain, max_traps=max_traps)
     program = lower(net)
     refuse_unsupported("curved", (op for op, _, _ in walk_widths(program)))
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
@@ -726,6 +741,13 @@ def partition_curved(
     t = eng.t.take(slice(None))
     codes = eng.code.a
     maps = None if A is None else A[:, :, program.out_token, :].transpose(0, 2, 1).copy()  # (N, out, 3) in u'
+    if certified is None and not snapshots and t.n <= CERTIFY_TRAPS:
+        from . import _algebraic
+
+        if _algebraic.HAVE_FLINT:
+            from ._curved_exact import partition_curved_exact
+
+            return partition_curved_exact(net, domain, max_traps=max_traps)
     return Cells(
         domain=domain,
         traps=t,

@@ -87,15 +87,54 @@ class Trap:
     token ``t``); ``code``; ``base`` the input maps of the residuals it is inside; ``tied`` whether a
     hardmax query of it averaged tied keys."""
 
-    __slots__ = ("a", "b", "L", "U", "s", "M", "code", "base", "tied")
+    __slots__ = ("a", "b", "L", "U", "s", "M", "code", "base", "tied", "_w", "_box")
 
     def __init__(self, a, b, L, U, s, M, code, base=(), tied=False):
         self.a, self.b, self.L, self.U, self.s, self.M, self.code = a, b, L, U, s, M, code
         self.base, self.tied = base, tied
+        self._w = self._box = None
 
     def witness(self):
         """A rational interior point ``(s, y)``."""
-        return self.s, al.between(self.L.at(self.s), self.U.at(self.s))
+        if self._w is None:
+            self._w = (self.s, al.between(self.L.at(self.s), self.U.at(self.s)))
+        return self._w
+
+    def box(self):
+        """Arb balls ``(X, Y)`` holding the trapezoid: ``X`` from the isolating intervals of its ends, ``Y``
+        from Arb's enclosures of its arcs over ``X`` (rigorous interval extensions)."""
+        if self._box is None:
+            fl = _flint()
+            X = fl.arb(self.a.bounds()[0]).union(fl.arb(self.b.bounds()[1]))
+            lo = _branch_ball(self.L, X)
+            hi = _branch_ball(self.U, X)
+            ylo = max(lo.lower(), fl.arb(-1)) if lo.is_finite() else fl.arb(-1)
+            yhi = min(hi.upper(), fl.arb(1)) if hi.is_finite() else fl.arb(1)
+            self._box = (X, ylo.union(yhi))
+        return self._box
+
+
+def _branch_ball(arc: Arc, X):
+    """A ball holding the arc's ``y`` for every ``x`` of the ball ``X`` where the branch is defined."""
+    fl = _flint()
+    A, B, C, D, E, F = (fl.arb(c) for c in arc.Q)
+    c1 = B * X + E
+    c0 = (A * X + D) * X + F
+    if arc.dq == 1:
+        return -c0 / c1
+    disc = c1 * c1 - 4 * C * c0
+    disc = disc if disc > 0 else (fl.arb(0).union(disc.upper()) if disc.upper() > 0 else fl.arb(0))
+    r = disc.sqrt()
+    return ((-c1 - r) / (2 * C)).union((-c1 + r) / (2 * C))
+
+
+def _box_sign(Q, box) -> int:
+    """+1 / -1 where ``Q`` provably has that sign on the box (Arb interval extension), 0 if undecided."""
+    fl = _flint()
+    X, Y = box
+    A, B, C, D, E, F = (fl.arb(c) for c in Q)
+    v = (A * X + B * Y + D) * X + (C * Y + E) * Y + F
+    return 1 if v > 0 else -1 if v < 0 else 0
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -160,6 +199,10 @@ class _Splitter:
         """Pieces of ``t`` with the exact sign of ``Q`` on each (0 where ``Q`` vanishes identically)."""
         if all(c == 0 for c in Q):
             return [(t, 0)]
+        # the float filter: a curve that provably keeps one sign on the trapezoid's box does not enter it
+        sb = _box_sign(Q, t.box())
+        if sb:
+            return [(t, sb)]
         Qc = al.canonical(Q)
         sign0 = 1 if next(c for c in Q if c != 0) > 0 else -1
         csign, odd = _factors(Qc)
@@ -543,6 +586,14 @@ def _ycmp(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
     """The exact order of branch values ``A1(x)`` and ``A2(x)`` at an end ``x`` of both arcs' slabs."""
     if A1.Q == A2.Q and A1.k == A2.k:
         return 0
+    # the filter: Arb balls of the two branch values (each holds its branch's value, a double root too)
+    xb = _xball(x, 60)
+    b1 = _ball_values(A1.Q, xb, False)[A1.k if A1.dq == 2 else 0]
+    b2 = _ball_values(A2.Q, xb, False)[A2.k if A2.dq == 2 else 0]
+    if b1 < b2:
+        return -1
+    if b1 > b2:
+        return 1
     if x.is_rational:
         return al.cmp(_at_closed(A1, x.q), _at_closed(A2, x.q))
     fl = _flint()

@@ -176,8 +176,10 @@ def _grid(n, lo=-1.0, hi=1.0):
 def test_random_hardmax_invariants(tokens, depth, seed):
     net = random_transformer(tokens=tokens, d_model=4, depth=depth, seed=seed)
     program = net.lower()
-    cells = partition_curved(net, BOX)
-    assert cells.exact
+    # the float engine (its partitions decide with thresholds: exact is false; the certified engine is
+    # checked against it in test_curved_certified)
+    cells = partition_curved(net, BOX, certified=False)
+    assert not cells.exact and cells.order_violations == 0
     assert abs(cells.cell_area.sum() - 4.0) < 1e-9
     assert np.all(cells.cell_area > 0)
     P = _grid(200)
@@ -272,7 +274,8 @@ def test_scan_exact_random_column_beside_the_sampled_one():
     rows = random_rows(2, tokens=2, d_model=4, seeds=1, grid=50, exact_depth=2)
     for r in rows:
         ex = r["random_exact"]
-        assert ex["exact"] and r["random_exact_mean"] == ex["cells"][0]
+        # one run with snapshots of every truncation: the float engine, so not certified
+        assert ex["exact"] is False and r["random_exact_mean"] == ex["cells"][0]
         assert ex["cells"][0] >= r["random_sample_mean"]  # a sampled count is a lower bound
         assert ex["linear_regions"][0] <= ex["cells"][0]
 

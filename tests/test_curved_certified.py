@@ -10,13 +10,14 @@ import pytest
 
 pytest.importorskip("flint", reason="the certified curved engine needs python-flint (extra 'exact')")
 
+from test_curved import BOX, circle, conic_transformer  # noqa: E402
+
 from regioncount import Box  # noqa: E402
 from regioncount._domain import Segment  # noqa: E402
 from regioncount.engines._curved import partition_curved  # noqa: E402
 from regioncount.engines._curved_exact import partition_curved_exact  # noqa: E402
 from regioncount.engines._line import walk_line  # noqa: E402
 from regioncount.networks import random_transformer  # noqa: E402
-from test_curved import BOX, circle, conic_transformer  # noqa: E402
 
 
 def _certified(net, domain=BOX):
@@ -162,3 +163,37 @@ def test_box_domain_with_float_bounds():
     dom = Box([-0.7, -0.3], [0.9, 0.6])
     cells = _certified(net, dom)
     assert cells.n_cells == 2
+
+
+def test_certify_curved_cells():
+    from regioncount import count_regions
+
+    net = conic_transformer([circle((-0.3 + 5e-14, 0.0), 0.3), circle((0.3 - 5e-14, 0.0), 0.3)])
+    out = count_regions(net, BOX, certify=True)
+    cert = out["certificate"]
+    assert out["regions"] == 4 and out["exact"] is True and out["largest_degree"] == 2
+    assert cert["passed"] and cert["largest_degree"] == 2
+    assert cert["checks"]["witness_codes"]["passed"] and cert["checks"]["areas"]["passed"]
+    assert cert["checks"]["euler"]["passed"] is None  # not built: reported, never claimed
+
+
+@pytest.mark.slow
+def test_certify_a_deeper_random_transformer():
+    from regioncount import count_regions
+
+    deep = random_transformer(tokens=2, d_model=4, depth=2, seed=1)
+    assert count_regions(deep, BOX, certify=True)["certificate"]["passed"]
+
+
+def test_exact_forward_code_matches_the_float_forward_pass():
+    import jax.numpy as jnp
+
+    from regioncount.engines._curved_certify import exact_forward_code
+    from regioncount.engines._forward import forward_codes
+
+    for attention in ("hardmax", "relu"):
+        net = random_transformer(tokens=3, d_model=4, depth=2, attention=attention, seed=7)
+        P = np.random.default_rng(0).uniform(-1, 1, (8, 2))
+        _, fc, _ = forward_codes(net.lower(), jnp.asarray(P))
+        ex = [exact_forward_code(net.lower(), [Fraction(float(v)) for v in p]) for p in P]
+        assert np.array_equal(np.asarray(fc), np.array(ex))

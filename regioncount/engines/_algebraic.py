@@ -127,7 +127,7 @@ def _irreducible_real_roots(coeffs: tuple[int, ...]) -> tuple[AlgReal, ...]:
     coefficients (degree >= 2)."""
     p = fmpz_poly(list(coeffs))
     out = []
-    reals = [r for r, _ in p.complex_roots() if r.imag == 0]
+    reals = [z[0] for z in p.complex_roots() if z[0].imag == 0]  # type: ignore
     for i, r in enumerate(sorted(reals, key=lambda z: float(z.real.mid()))):
         lo, hi = _ball_interval(r.real)
         # the ball is closed; its ends are rational, hence never roots of p: the open interval isolates
@@ -165,8 +165,8 @@ def _factor_roots(coeffs: tuple) -> tuple[AlgReal, ...]:
     if f.degree() <= 0:
         return ()
     _, facs = f.factor()
-    for g, _m in facs:
-        g = _primitive(g)
+    for g0, _m in facs:
+        g = _primitive(g0)
         if g.degree() == 1:
             c0, c1 = g.coeffs()
             roots.append(rational(fmpq(-int(c0), int(c1))))

@@ -54,7 +54,7 @@ from ._protocol import Kernels, refuse_unsupported
 
 #: Partitions of at most this many trapezoids are recomputed by the certified engine by default (it costs
 #: about 1-3 ms per trapezoid in Python; benchmarks/README.md).
-CERTIFY_TRAPS = 4000
+CERTIFY_TRAPS = 2000
 #: Float engine only (its partitions say ``exact: false``): cut points closer than this are one cut.
 CUT_MERGE = 1e-11
 #: A root of Q within this of an arc at a sub-slab's mid x lies on the arc (tangent or coincident).

@@ -50,7 +50,6 @@ from . import _algebraic as al
 from ._protocol import refuse_unsupported
 
 
-
 def _flint():
     al.require_flint()
     import flint
@@ -208,7 +207,7 @@ class _Splitter:
         csign, odd = _factors(Qc)
         out = [(t, sign0 * csign)]
         for P in odd:
-            nxt = []
+            nxt: list[tuple[Trap, int]] = []
             for piece, s in out:
                 nxt.extend((pp, s * sp) for pp, sp in self._split_irreducible(piece, P))
             out = nxt
@@ -227,14 +226,14 @@ class _Splitter:
         if dq > 0:
             for arc in (t.L, t.U):
                 if arc.Q != P:
-                    r = al.resultant_y(P, arc.Q)
-                    if not r.is_zero():
-                        polys.append(r)
+                    res = al.resultant_y(P, arc.Q)
+                    if not res.is_zero():
+                        polys.append(res)
         cuts: dict = {}
         for f in polys:
             if f.degree() > 0:
-                for r in al.roots_in(f, t.a, t.b):
-                    cuts.setdefault(r.key, r)
+                for x in al.roots_in(f, t.a, t.b):
+                    cuts.setdefault(x.key, x)
         xs = sorted(cuts.values(), key=functools.cmp_to_key(al.cmp))
         ends = [t.a, *xs, t.b]
         slabs = []
@@ -452,7 +451,10 @@ class _ExactEngine:
                 row = []
                 for j in range(T):
                     kj = [[Km[c * T + j, z] for z in range(e)] for c in range(3)]
-                    G = [[sum((qi[a][z] * kj[b][z] for z in range(e)), _flint().fmpq(0)) for b in range(3)] for a in range(3)]
+                    G = [
+                        [sum((qi[a][z] * kj[b][z] for z in range(e)), _flint().fmpq(0)) for b in range(3)]
+                        for a in range(3)
+                    ]
                     row.append((G[0][0], G[0][1] + G[1][0], G[1][1], G[0][2] + G[2][0], G[1][2] + G[2][1], G[2][2]))
                 S.append(row)
             cache[key] = S
@@ -492,7 +494,7 @@ class _ExactEngine:
                             ns.append((j, frozenset([j])) if s < 0 else (c, tie))
                     traps, state = nt, ns
                     self._cap(traps)
-                for t, (c, tie) in zip(traps, state):
+                for t, (_c, tie) in zip(traps, state):
                     t.code[off + h * T + i] = min(tie)
                     if len(tie) > 1:
                         t.tied = True
@@ -507,16 +509,18 @@ class _ExactEngine:
                 M = fl.fmpq_mat(3 * T, t.M.ncols())
                 for h in range(H):
                     if (id(t.M), h) not in vo:
-                        vo[id(t.M), h] = t.M * self.mat((id(op), "v", h), op.Wv[h]) * self.mat((id(op), "o", h), op.Wo[h])
+                        vo[id(t.M), h] = (
+                            t.M * self.mat((id(op), "v", h), op.Wv[h]) * self.mat((id(op), "o", h), op.Wo[h])
+                        )
                     VO = vo[id(t.M), h]
                     S = self._scores(op, t.M, h, cache)
                     for i in range(T):
                         keys = list(range(i + 1)) if op.causal else list(range(T))
                         c = code[h * T + i]
-                        tie = [j for j in keys if S[i][j] == S[i][c]]
+                        tied = [j for j in keys if S[i][j] == S[i][c]]
                         for cc in range(3):
                             for z in range(M.ncols()):
-                                acc = sum((VO[cc * T + j, z] for j in tie), fl.fmpq(0)) / len(tie)
+                                acc = sum((VO[cc * T + j, z] for j in tied), fl.fmpq(0)) / len(tied)
                                 M[cc * T + i, z] += acc
                 out_cache[key] = M
             t.M = out_cache[key]
@@ -672,7 +676,6 @@ def _adjacency(traps: list[Trap]) -> tuple[np.ndarray, int]:
 
 
 def _float_conic(Q) -> np.ndarray:
-    fl = _flint()
     m = max(abs(c) for c in Q)
     q = np.array([al.q_float(c / m) for c in Q])
     if q[2] < 0:
@@ -756,6 +759,15 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
         np.full(N, -1.0),
         np.full(N, 1.0),
     )
+    from fractions import Fraction
+
+    def frac(v) -> Fraction:
+        return Fraction(int(v.p), int(v.q))
+
+    wit = []
+    for t in traps:
+        wx, wy = t.witness()
+        wit.append((frac(cq[0] + hq[0] * wx), frac(cq[1] + hq[1] * wy)))
     return Cells(
         domain=domain,
         traps=ft,
@@ -769,4 +781,5 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
         certified=True,
         map_keys=out_keys,
         degree=eng.sp.degree,
+        rational_witness=wit,
     )

@@ -116,7 +116,8 @@ class Cells:
     arc-order checks of the engine (0 when every split was consistent). ``kind``: ``"linear"`` or ``"spline"``.
     ``certified``: the partition was decided by exact predicates (``exact``); then ``adjacency = (E, n_walls)``
     is its exact trapezoid adjacency (wall pairs first), ``map_keys`` per trapezoid a hashable exact output
-    map (linear regions by equality) and ``degree`` the largest degree of a curve that split a trapezoid.
+    map (linear regions by equality), ``degree`` the largest degree of a curve that split a trapezoid and
+    ``rational_witness`` per trapezoid an exact interior point ``(Fraction, Fraction)`` in domain units.
     """
 
     def __init__(
@@ -136,6 +137,7 @@ class Cells:
         certified: bool = False,
         map_keys=None,
         degree: int | None = None,
+        rational_witness=None,
     ):
         self.domain = domain
         self.traps = traps
@@ -150,6 +152,7 @@ class Cells:
         self.certified = bool(certified)
         self.map_keys = map_keys
         self.degree = degree
+        self.rational_witness = rational_witness
         if adjacency is not None:
             E, self._n_walls = adjacency
             self.__dict__["trap_adjacency"] = np.asarray(E, np.int64).reshape(-1, 2)

@@ -1,5 +1,5 @@
-"""The curved exact 2D engine (DESIGN §2 "curved cells", §3 ``plane``): vertical decomposition into
-trapezoids bounded by conic arcs.
+"""The float curved 2D engine (DESIGN §2 "curved cells", §3 ``curved``): vertical decomposition into
+trapezoids bounded by conic arcs, vectorised in NumPy float64 (not exact: see below).
 
 Inside any activation region of a hardmax Transformer every token state is affine in the slice
 coordinates ``u = (x, y)``, so a new boundary inside a region is a curve of degree <= 2: a FFN ReLU gives a
@@ -23,15 +23,14 @@ the key wins it becomes the champion. Keys whose score maps are identical on a r
 ``forward_codes``). ReLU attention is split exactly by its score signs when its input is affine (its first
 attention op); its output is cubic, so any boundary after it has degree >= 3 and the engine stops.
 
-What is exact and what is float: every decision is made by float64 root finding and sign evaluation on the
-network as given, with no area threshold. Roots are companion eigenvalues refined by Newton; a near-double
-root pair (closer than 1e-6) is one tangency, refined as a root of the derivative. Cut points closer than
-1e-11 (normalised units) are merged, and a branch root within 1e-12 of an arc at the sub-slab's mid ``x``
-counts as on the arc (a tangent or coincident curve, not a piece). After each split the engine checks the
-arc order at both ends and the quarter points of every sub-slab (to 1e-9 across the arcs: the tolerance in
-``y`` grows with their slopes, since a cut ``x`` known to rounding moves a steep arc's ``y`` by slope times
-that); any violation (a crossing the root finder missed) is counted in ``order_violations`` and makes the
-result ``exact = False``.
+What is exact and what is float: this engine decides with float64 root finding and thresholds, so its
+partitions never claim ``exact`` (``Cells.exact`` is False). Roots are companion eigenvalues refined by
+Newton; a near-double root pair (closer than 1e-6) is one tangency, refined as a root of the derivative.
+Cut points closer than 1e-11 (normalised units) are merged, and a branch root within 1e-12 of an arc at the
+sub-slab's mid ``x`` counts as on the arc. After each split the engine checks the arc order at both ends and
+the quarter points of every sub-slab (to 1e-9 across the arcs); any violation is counted in
+``order_violations``. The certified engine (:mod:`._curved_exact`, exact algebraic predicates) replaces it
+by default on partitions of up to ``CERTIFY_TRAPS`` trapezoids (:func:`partition_curved`).
 
 Work is in normalised coordinates ``u' in [-1, 1]^2`` (domain centre and half-widths). NumPy, vectorised
 across trapezoids; Python loops run over ops, units and keys only.

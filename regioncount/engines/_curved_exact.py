@@ -782,4 +782,53 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
         map_keys=out_keys,
         degree=eng.sp.degree,
         rational_witness=wit,
+        exact_traps=traps,
     )
+
+
+def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
+    """``(V, E, F)`` of the trapezoidal complex, decided exactly: ``F`` trapezoids (open disks); ``V`` the
+    distinct corner points (at each cut ``x`` the branch values of the arcs ending there, sorted and merged
+    by exact comparison); ``E`` the elementary pieces of walls (between consecutive vertices at one ``x``,
+    covered by a wall of positive length) and of arcs (between consecutive corner ``x`` along one arc, covered
+    by a trapezoid bordering it). A subdivision of the rectangle has ``V - E + F = 1``."""
+    byx: dict = {}
+    for n, t in enumerate(traps):
+        for x in (t.a, t.b):
+            byx.setdefault(x.key, (x, []))[1].append(n)
+    V = E = 0
+    for x, members in byx.values():
+        arcs: dict = {}
+        for n in members:
+            for arc in (traps[n].L, traps[n].U):
+                arcs.setdefault((_qkey(arc.Q), arc.k), arc)
+        order = sorted(arcs, key=functools.cmp_to_key(lambda p, q, a=arcs, x=x: _ycmp(a[p], a[q], x)))
+        level: dict = {}
+        lev = -1
+        for i, k in enumerate(order):
+            if i == 0 or _ycmp(arcs[order[i - 1]], arcs[k], x) != 0:
+                lev += 1
+            level[k] = lev
+        V += lev + 1
+        covered: set = set()
+        for n in members:
+            t = traps[n]
+            lo, hi = level[(_qkey(t.L.Q), t.L.k)], level[(_qkey(t.U.Q), t.U.k)]
+            covered.update(range(lo, hi))
+        E += len(covered)
+    along: dict = {}
+    for t in traps:
+        along.setdefault(t.L.id, []).append(t)
+        along.setdefault(t.U.id, []).append(t)
+    for ts in along.values():
+        xs: dict = {}
+        for t in ts:
+            xs.setdefault(t.a.key, t.a)
+            xs.setdefault(t.b.key, t.b)
+        keys = sorted(xs, key=functools.cmp_to_key(lambda p, q, xs=xs: al.cmp(xs[p], xs[q])))
+        pos = {k: i for i, k in enumerate(keys)}
+        covered = set()
+        for t in ts:
+            covered.update(range(pos[t.a.key], pos[t.b.key]))
+        E += len(covered)
+    return V, E, len(traps)

@@ -117,7 +117,8 @@ class Cells:
     ``certified``: the partition was decided by exact predicates (``exact``); then ``adjacency = (E, n_walls)``
     is its exact trapezoid adjacency (wall pairs first), ``map_keys`` per trapezoid a hashable exact output
     map (linear regions by equality), ``degree`` the largest degree of a curve that split a trapezoid and
-    ``rational_witness`` per trapezoid an exact interior point ``(Fraction, Fraction)`` in domain units.
+    ``rational_witness`` per trapezoid an exact interior point ``(Fraction, Fraction)`` in domain units;
+    ``exact_traps`` the certified engine's own trapezoids (algebraic ends, exact arcs), for its certificate.
     """
 
     def __init__(
@@ -138,6 +139,7 @@ class Cells:
         map_keys=None,
         degree: int | None = None,
         rational_witness=None,
+        exact_traps=None,
     ):
         self.domain = domain
         self.traps = traps
@@ -153,6 +155,7 @@ class Cells:
         self.map_keys = map_keys
         self.degree = degree
         self.rational_witness = rational_witness
+        self.exact_traps = exact_traps
         if adjacency is not None:
             E, self._n_walls = adjacency
             self.__dict__["trap_adjacency"] = np.asarray(E, np.int64).reshape(-1, 2)

@@ -786,6 +786,14 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
     )
 
 
+def _arc_cmp(arcs: dict, x, p, q) -> int:
+    return _ycmp(arcs[p], arcs[q], x)
+
+
+def _key_cmp(xs: dict, p, q) -> int:
+    return al.cmp(xs[p], xs[q])
+
+
 def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
     """``(V, E, F)`` of the trapezoidal complex, decided exactly: ``F`` trapezoids (open disks); ``V`` the
     distinct corner points (at each cut ``x`` the branch values of the arcs ending there, sorted and merged
@@ -802,7 +810,7 @@ def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
         for n in members:
             for arc in (traps[n].L, traps[n].U):
                 arcs.setdefault((_qkey(arc.Q), arc.k), arc)
-        order = sorted(arcs, key=functools.cmp_to_key(lambda p, q, a=arcs, x=x: _ycmp(a[p], a[q], x)))
+        order = sorted(arcs, key=functools.cmp_to_key(functools.partial(_arc_cmp, arcs, x)))
         level: dict = {}
         lev = -1
         for i, k in enumerate(order):
@@ -825,7 +833,7 @@ def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
         for t in ts:
             xs.setdefault(t.a.key, t.a)
             xs.setdefault(t.b.key, t.b)
-        keys = sorted(xs, key=functools.cmp_to_key(lambda p, q, xs=xs: al.cmp(xs[p], xs[q])))
+        keys = sorted(xs, key=functools.cmp_to_key(functools.partial(_key_cmp, xs)))
         pos = {k: i for i, k in enumerate(keys)}
         covered = set()
         for t in ts:

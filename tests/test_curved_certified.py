@@ -197,3 +197,31 @@ def test_exact_forward_code_matches_the_float_forward_pass():
         _, fc, _ = forward_codes(net.lower(), jnp.asarray(P))
         ex = [exact_forward_code(net.lower(), [Fraction(float(v)) for v in p]) for p in P]
         assert np.array_equal(np.asarray(fc), np.array(ex))
+
+
+def test_certified_equals_the_plane_engine_on_straight_networks():
+    from regioncount.engines._plane import partition_plane
+    from regioncount.networks import random_maxout, random_mlp
+
+    for net in (random_mlp(2, (8, 6), seed=3), random_maxout(2, (4, 3), k=3, seed=4)):
+        c = _certified(net)
+        p = partition_plane(net, BOX)
+        assert c.n_cells == c.n_codes == p.n_regions
+        assert c.linear_regions() == p.linear_regions()
+        assert c.degree == 1
+
+
+def test_certified_relu_attention_first_op_causal_heads_and_a_slice():
+    from regioncount import Slice
+
+    key = lambda a: {bytes(r) for r in np.asarray(a, np.int64)}  # noqa: E731
+    relu = random_transformer(tokens=2, d_model=4, depth=1, d_ff=0, attention="relu", seed=1)
+    causal = random_transformer(tokens=2, d_model=4, depth=2, heads=2, causal=True, seed=2)
+    for net in (relu, causal):
+        c, f = _certified(net), partition_curved(net, BOX, certified=False)
+        assert (c.n_cells, c.n_codes, key(c.cell_codes)) == (f.n_cells, f.n_codes, key(f.cell_codes))
+    assert partition_curved_exact(relu, BOX).kind == "spline"
+    net = random_transformer(input_dim=3, tokens=2, d_model=4, depth=2, seed=6)
+    dom = Slice([0.1, -0.2, 0.3], [1.0, 0.5, 0.0], [0.0, 1.0, -0.5], lo=(-1.0, -1.0), hi=(1.0, 1.0))
+    c, f = _certified(net, dom), partition_curved(net, dom, certified=False)
+    assert (c.n_cells, key(c.cell_codes)) == (f.n_cells, key(f.cell_codes))

@@ -211,6 +211,7 @@ def test_certified_equals_the_plane_engine_on_straight_networks():
         assert c.degree == 1
 
 
+@pytest.mark.slow
 def test_certified_relu_attention_first_op_causal_heads_and_a_slice():
     from regioncount import Slice
 

@@ -127,6 +127,15 @@ def _branch_ball(arc: Arc, X):
     return ((-c1 - r) / (2 * C)).union((-c1 + r) / (2 * C))
 
 
+def _poly_ball(f, X):
+    """Horner's interval extension of the rational polynomial ``f`` over the ball ``X`` (Arb)."""
+    fl = _flint()
+    v = fl.arb(0)
+    for c in reversed(f.coeffs()):
+        v = v * X + fl.arb(c)
+    return v
+
+
 def _box_sign(Q, box) -> int:
     """+1 / -1 where ``Q`` provably has that sign on the box (Arb interval extension), 0 if undecided."""
     fl = _flint()
@@ -230,8 +239,10 @@ class _Splitter:
                     if not res.is_zero():
                         polys.append(res)
         cuts: dict = {}
+        X = t.box()[0]
         for f in polys:
-            if f.degree() > 0:
+            # the filter: a polynomial whose Arb interval extension over the slab excludes 0 has no root there
+            if f.degree() > 0 and not _poly_ball(f, X) != 0:
                 for x in al.roots_in(f, t.a, t.b):
                     cuts.setdefault(x.key, x)
         xs = sorted(cuts.values(), key=functools.cmp_to_key(al.cmp))

@@ -697,8 +697,8 @@ def partition_curved(
 
     ``certified``: True runs the certified engine (:mod:`._curved_exact`, exact algebraic predicates;
     ImportError without python-flint); False the float engine of this module only (``exact: false``);
-    None (default) runs the float engine and, where python-flint is installed, no ``snapshots`` are asked
-    for and the partition has at most ``CERTIFY_TRAPS`` trapezoids, replaces it by the certified one
+    None (default) runs the float engine and, where python-flint is installed and the partition has at
+    most ``CERTIFY_TRAPS`` trapezoids, replaces it by the certified one
     (whose counts are the claim, ``exact: true``). Otherwise the float partition is returned with
     ``exact: false``.
 
@@ -715,7 +715,7 @@ def partition_curved(
     if certified:
         from ._curved_exact import partition_curved_exact
 
-        return partition_curved_exact(net, domain, max_traps=max_traps)
+        return partition_curved_exact(net, domain, max_traps=max_traps, snapshots=snapshots)
     program = lower(net)
     refuse_unsupported("curved", (op for op, _, _ in walk_widths(program)))
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
@@ -740,13 +740,13 @@ def partition_curved(
     t = eng.t.take(slice(None))
     codes = eng.code.a
     maps = None if A is None else A[:, :, program.out_token, :].transpose(0, 2, 1).copy()  # (N, out, 3) in u'
-    if certified is None and not snapshots and t.n <= CERTIFY_TRAPS:
+    if certified is None and t.n <= CERTIFY_TRAPS:
         from . import _algebraic
 
         if _algebraic.HAVE_FLINT:
             from ._curved_exact import partition_curved_exact
 
-            return partition_curved_exact(net, domain, max_traps=max_traps)
+            return partition_curved_exact(net, domain, max_traps=max_traps, snapshots=snapshots)
     return Cells(
         domain=domain,
         traps=t,

@@ -86,11 +86,12 @@ class Trap:
     token ``t``); ``code``; ``base`` the input maps of the residuals it is inside; ``tied`` whether a
     hardmax query of it averaged tied keys."""
 
-    __slots__ = ("a", "b", "L", "U", "s", "M", "code", "base", "tied", "_w", "_box")
+    __slots__ = ("a", "b", "L", "U", "s", "M", "code", "base", "tied", "pm", "_w", "_box")
 
-    def __init__(self, a, b, L, U, s, M, code, base=(), tied=False):
+    def __init__(self, a, b, L, U, s, M, code, base=(), tied=False, pm=None):
         self.a, self.b, self.L, self.U, self.s, self.M, self.code = a, b, L, U, s, M, code
         self.base, self.tied = base, tied
+        self.pm = pm if pm is not None else {}  # snapshot -> exact output map of the truncated program
         self._w = self._box = None
 
     def witness(self):
@@ -272,7 +273,9 @@ class _Splitter:
                 self.next_id += 1
             arcs.append(t.U)
             for i in range(len(arcs) - 1):
-                pieces.append((Trap(x0, x1, arcs[i], arcs[i + 1], s, t.M, list(t.code), t.base, t.tied), signs[i]))
+                pieces.append(
+                    (Trap(x0, x1, arcs[i], arcs[i + 1], s, t.M, list(t.code), t.base, t.tied, t.pm), signs[i])
+                )
         return pieces
 
 
@@ -703,9 +706,10 @@ def _float_branch(arc: Arc, s) -> int:
     return 1 if c1 > 0 else 0
 
 
-def partition_curved_exact(net, domain, *, max_traps: int | None = None):
+def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapshots: tuple[int, ...] = ()):
     """The certified partition (see the module docstring) as :class:`~regioncount.results._cells.Cells`
-    with ``exact`` True. Raises ImportError without python-flint, :class:`CurvedBoundaryError` past a
+    with ``exact`` True. ``snapshots`` as in :func:`._curved.partition_curved` (the truncations' output maps,
+    exact: their linear regions merge equal maps). Raises ImportError without python-flint, :class:`CurvedBoundaryError` past a
     ReLU-attention op, :class:`MemoryCapError` past ``max_traps`` trapezoids."""
     from ..results._cells import Cells
     from ._curved import Traps, _code_dtype
@@ -736,7 +740,29 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
     top = Arc((z, z, z, z, one, -one), 0, 1)
     t0 = Trap(al.rational(-1), al.rational(1), bottom, top, z, M, [0] * code_length(program))
     eng = _ExactEngine(program, max_traps)
-    traps, affine = eng.run(program.ops, [t0], True)
+    readout = program.ops[-1]
+    ot = program.out_token
+    traps, affine = [t0], True
+    snap_ok: dict = {}
+    for k, op in enumerate(program.ops):
+        traps, affine = eng.run((op,), traps, affine)
+        if k + 1 in snapshots and k + 1 < len(program.ops):
+            snap_ok[k + 1] = affine and isinstance(readout, Affine)
+            if snap_ok[k + 1]:
+                W = eng.mat((id(readout), "Wt"), readout.W.T)
+                b = np.asarray(readout.b, float)
+                bq = [al.q_of(v) for v in (b if b.ndim == 1 else b[ot])]
+                done: dict = {}
+                for t in traps:
+                    if id(t.M) not in done:
+                        rows = fl.fmpq_mat(
+                            3, t.M.ncols(), [t.M[cc * T + ot, j] for cc in range(3) for j in range(t.M.ncols())]
+                        )
+                        Y = rows * W
+                        done[id(t.M)] = tuple(
+                            tuple(Y[cc, o] + (bq[o] if cc == 2 else 0) for cc in range(3)) for o in range(Y.ncols())
+                        )
+                    t.pm = {**t.pm, k + 1: done[id(t.M)]}
     E, n_walls = _adjacency(traps)
     N = len(traps)
     codes = np.array([t.code for t in traps], dtype=np.int64).reshape(N, -1)
@@ -770,6 +796,15 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
         np.full(N, -1.0),
         np.full(N, 1.0),
     )
+    prefix_maps: dict = {}
+    prefix_keys: dict = {}
+    for k, ok in snap_ok.items():
+        if not ok:
+            prefix_maps[k] = None
+            continue
+        vals = [t.pm[k] for t in traps]
+        prefix_keys[k] = [tuple(tuple((int(v.p), int(v.q)) for v in row) for row in m) for m in vals]
+        prefix_maps[k] = np.array([[[al.q_float(v) for v in row] for row in m] for m in vals]).reshape(N, -1, 3)
     from fractions import Fraction
 
     def frac(v) -> Fraction:
@@ -794,6 +829,8 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None):
         degree=eng.sp.degree,
         rational_witness=wit,
         exact_traps=traps,
+        prefix_maps=prefix_maps,
+        prefix_keys=prefix_keys,
     )
 
 

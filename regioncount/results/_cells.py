@@ -118,7 +118,8 @@ class Cells:
     is its exact trapezoid adjacency (wall pairs first), ``map_keys`` per trapezoid a hashable exact output
     map (linear regions by equality), ``degree`` the largest degree of a curve that split a trapezoid and
     ``rational_witness`` per trapezoid an exact interior point ``(Fraction, Fraction)`` in domain units;
-    ``exact_traps`` the certified engine's own trapezoids (algebraic ends, exact arcs), for its certificate.
+    ``exact_traps`` the certified engine's own trapezoids (algebraic ends, exact arcs), for its certificate;
+    ``prefix_keys[k]`` beside ``prefix_maps[k]``: the truncations' exact output maps, hashable.
     """
 
     def __init__(
@@ -140,6 +141,7 @@ class Cells:
         degree: int | None = None,
         rational_witness=None,
         exact_traps=None,
+        prefix_keys=None,
     ):
         self.domain = domain
         self.traps = traps
@@ -156,6 +158,7 @@ class Cells:
         self.degree = degree
         self.rational_witness = rational_witness
         self.exact_traps = exact_traps
+        self.prefix_keys = dict(prefix_keys or {})
         if adjacency is not None:
             E, self._n_walls = adjacency
             self.__dict__["trap_adjacency"] = np.asarray(E, np.int64).reshape(-1, 2)
@@ -313,7 +316,16 @@ class Cells:
         cell = np.unique(lab, return_inverse=True)[1].reshape(-1)
         n = int(cell.max(initial=-1) + 1)
         out = {"regions": n, "codes": int(ids.max(initial=-1) + 1), "linear_regions": None}
-        if maps is not None:
+        keys = next((self.prefix_keys.get(k) for k, m in self.prefix_maps.items() if m is maps), None)
+        if maps is not None and keys is not None:
+            # a certified partition's truncation: merge exactly equal maps
+            Ec = cell[E]
+            keep = Ec[:, 0] != Ec[:, 1]
+            pairs = E[keep]
+            same = np.array([keys[a] == keys[b] for a, b in pairs], bool).reshape(-1)
+            lin = _components(n, Ec[keep][same])
+            out["linear_regions"] = int(np.unique(lin).size)
+        elif maps is not None:
             Ec = cell[E]
             keep = Ec[:, 0] != Ec[:, 1]
             M0, M1 = maps[E[keep, 0]], maps[E[keep, 1]]

@@ -730,11 +730,11 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
     Vq = [[al.q_of(V[r, k]) for k in range(2)] for r in range(q)]
     x0q = [al.q_of(x0[r]) + sum((Vq[r][k] * cq[k] for k in range(2)), fl.fmpq(0)) for r in range(q)]
     M = fl.fmpq_mat(3 * T, q)
-    for t in range(T):
+    for tok in range(T):
         for r in range(q):
-            M[0 * T + t, r] = Vq[r][0] * hq[0]
-            M[1 * T + t, r] = Vq[r][1] * hq[1]
-            M[2 * T + t, r] = x0q[r]
+            M[0 * T + tok, r] = Vq[r][0] * hq[0]
+            M[1 * T + tok, r] = Vq[r][1] * hq[1]
+            M[2 * T + tok, r] = x0q[r]
     z, one = fl.fmpq(0), fl.fmpq(1)
     bottom = Arc((z, z, z, z, one, one), 0, 0)
     top = Arc((z, z, z, z, one, -one), 0, 1)

@@ -25,6 +25,11 @@ branches of ``P``, ``L`` and ``U`` are disjoint graphs (their discriminants and 
 there), so their order at one rational sample ``x`` is their order on the whole sub-slab; it is decided
 exactly, and the sign of ``Q`` on each piece is the exact sign of ``Q`` at a rational point inside it.
 
+Floats (Arb balls, rigorous enclosures) serve only as filters in front of the exact decisions: a curve whose
+interval extension over a trapezoid's box excludes 0 does not enter it; a cut polynomial whose interval
+extension over the slab excludes 0 has no root there; two branch values whose balls are disjoint are
+ordered. Where a ball cannot decide, the exact computation does; no decision rests on a width.
+
 Connected cells: two trapezoids are adjacent when they share an arc over an ``x`` range of positive
 length (exact comparison of algebraic reals) or a vertical wall over a ``y`` range of positive length;
 the wall's ends are branch values at an algebraic ``x``, compared by Arb balls of growing precision where

@@ -11,6 +11,9 @@ that a shared predicates module can take over unchanged):
   two of them), :func:`roots_in` (the distinct real roots of a rational polynomial in an open interval
   whose ends are algebraic reals, sorted), :func:`sign_at` (the sign of a rational polynomial at an
   algebraic real).
+- :class:`Fibre` and :func:`fibre_cmp`: the real roots in ``y`` of a bivariate polynomial of any degree over
+  an algebraic ``x`` (Sturm sequences over Q(x)) and their exact order, equal roots recognised by the gcd
+  of the two fibres; the building block for walls of degree >= 3 (not used by an engine yet).
 - Conics ``Q = (A, B, C, D, E, F)`` (tuples of ``fmpq``: ``A x^2 + B x y + C y^2 + D x + E y + F``):
   :func:`y_roots_at` (the sorted distinct real roots in ``y`` of ``Q(s, .)`` at a rational ``s``),
   :func:`value` (``Q`` at a rational point), :func:`resultant_y` (the resultant in ``y`` of two conics, a
@@ -345,3 +348,201 @@ def y_roots_at(Q, s: fmpq) -> list[AlgReal]:
     if c2 == 0 and c1 == 0:
         return []
     return roots_in(fmpq_poly([c0, c1, c2]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# fibres of a curve of any degree over an algebraic x (a building block for walls of degree >= 3)
+#
+# Elements of Q(a) are rational polynomials reduced modulo the minimal polynomial m of a; their signs at a
+# are exact (:func:`sign_at`). A polynomial in y over Q(a) is a list of such elements, ascending. The real
+# roots of F(a, y) are isolated by Sturm sequences over Q(a): the number of distinct real roots in
+# (r, s] is the drop in sign variations of the Sturm sequence of F's squarefree part between the
+# rationals r and s, each sign exact.
+
+
+class Fibre:
+    """The distinct real roots in ``y`` of ``F(a, y)`` for a bivariate rational polynomial ``F`` and an
+    algebraic real ``a``: ``intervals`` ascending, each ``(lo, hi)`` rationals holding exactly one root
+    (``lo == hi``: that rational is the root)."""
+
+    def __init__(self, coeffs_y: list, a: AlgReal):
+        self.a = a
+        self.m = _minpoly(a)
+        F = _ytrim([_nf(c, self.m) for c in coeffs_y], self.m)
+        if not F:
+            raise ValueError("the fibre is the whole line (F(a, .) vanishes identically)")
+        self.F = F
+        self.sf = _ydiv(F, _ygcd(F, _yderiv(F), self.m), self.m)[0] if len(F) > 2 else F
+        self.sturm = _sturm(self.sf, self.m)
+        self.intervals = self._isolate()
+
+    def count(self, lo: fmpq, hi: fmpq) -> int:
+        """Distinct real roots in ``(lo, hi]``."""
+        return self._var(lo) - self._var(hi)
+
+    def refine(self, i: int) -> None:
+        """Halve the isolating interval of root ``i`` (a rational root stays a point)."""
+        lo, hi = self.intervals[i]
+        if lo == hi:
+            return
+        mid = (lo + hi) / 2
+        if sign_at(_yeval(self.sf, mid, self.m), self.a) == 0:
+            self.intervals[i] = (mid, mid)
+        elif self.count(lo, mid) == 1:
+            self.intervals[i] = (lo, mid)
+        else:
+            self.intervals[i] = (mid, hi)
+
+    def is_root(self, y: fmpq) -> bool:
+        return sign_at(_yeval(self.sf, y, self.m), self.a) == 0
+
+    def _var(self, y: fmpq) -> int:
+        signs = [s for s in (sign_at(_yeval(S, y, self.m), self.a) for S in self.sturm) if s]
+        return sum(1 for u, v in zip(signs, signs[1:]) if u != v)
+
+    def _isolate(self) -> list:
+        if len(self.sf) <= 1:
+            return []
+        B = _root_bound(self.sf, self.a)
+        out: list = []
+        stack = [(-B, B)]
+        while stack:
+            lo, hi = stack.pop()
+            n = self.count(lo, hi)
+            if n == 0:
+                continue
+            if sign_at(_yeval(self.sf, hi, self.m), self.a) == 0:
+                out.append((hi, hi))
+                n -= 1
+                if n == 0:
+                    continue
+                hi2 = hi - (hi - lo) / 1024
+                stack.append((lo, hi2))
+                continue
+            if n == 1:
+                out.append((lo, hi))
+                continue
+            mid = (lo + hi) / 2
+            stack.extend([(lo, mid), (mid, hi)])
+        return sorted(out, key=lambda iv: (iv[0], iv[1]))
+
+
+def _minpoly(a: AlgReal) -> fmpq_poly:
+    return fmpq_poly([-a.q, 1]) if a.q is not None else fmpq_poly(a.p)
+
+
+def _nf(c, m: fmpq_poly) -> fmpq_poly:
+    c = c if isinstance(c, fmpq_poly) else fmpq_poly([c])
+    return divmod(c, m)[1]
+
+
+def _ytrim(F: list, m: fmpq_poly) -> list:
+    F = list(F)
+    while F and F[-1].is_zero():
+        F.pop()
+    return F
+
+
+def _yderiv(F: list) -> list:
+    return [F[k] * k for k in range(1, len(F))]
+
+
+def _nf_inv(e: fmpq_poly, m: fmpq_poly) -> fmpq_poly:
+    g, s, _ = e.xgcd(m)
+    return _nf(s * (1 / g.coeffs()[0]) if g.degree() == 0 else s, m)
+
+
+def _ydiv(A: list, B: list, m: fmpq_poly) -> tuple[list, list]:
+    """Quotient and remainder of polynomials in y over Q(a)."""
+    A = list(A)
+    inv = _nf_inv(B[-1], m)
+    Q = [fmpq_poly([0])] * max(1, len(A) - len(B) + 1)
+    while len(A) >= len(B) and A:
+        c = _nf(A[-1] * inv, m)
+        k = len(A) - len(B)
+        Q[k] = c
+        for i, b in enumerate(B):
+            A[k + i] = _nf(A[k + i] - c * b, m)
+        A = _ytrim(A, m)
+    return Q, A
+
+
+def _ygcd(A: list, B: list, m: fmpq_poly) -> list:
+    while B:
+        A, B = B, _ydiv(A, B, m)[1]
+    return A
+
+
+def _sturm(F: list, m: fmpq_poly) -> list:
+    seq = [F, _yderiv(F)]
+    while len(seq[-1]) > 1:
+        r = _ydiv(seq[-2], seq[-1], m)[1]
+        if not r:
+            break
+        seq.append([_nf(-c, m) for c in r])
+    return seq
+
+
+def _yeval(F: list, y: fmpq, m: fmpq_poly) -> fmpq_poly:
+    v = fmpq_poly([0])
+    for c in reversed(F):
+        v = _nf(v * y + c, m)
+    return v
+
+
+def _root_bound(F: list, a: AlgReal) -> fmpq:
+    """A rational ``B`` with every real root of ``F(a, .)`` in ``(-B, B)`` (Cauchy's bound, from Arb
+    enclosures of the coefficients at ``a``)."""
+    from flint import arb
+
+    while True:
+        lo, hi = a.bounds()
+        X = arb(lo).union(arb(hi))
+
+        def ev(c, X=X):
+            v = arb(0)
+            for k in reversed(c.coeffs()):
+                v = v * X + arb(k)
+            return v
+
+        lead = ev(F[-1])
+        if lead != 0:
+            big = max((abs(ev(c)).upper() for c in F[:-1]), default=arb(0))
+            r = 1 + big / abs(lead).lower()
+            m, e = r.upper().mid().man_exp()
+            ub = fmpq(int(m)) * fmpq(2) ** int(e) if e >= 0 else fmpq(int(m), 2 ** int(-e))
+            return ub + 1
+        a.refine()
+
+
+def fibre_cmp(F1: Fibre, i: int, F2: Fibre, j: int) -> int:
+    """The exact order of root ``i`` of ``F1`` and root ``j`` of ``F2`` (fibres over the same ``a``).
+    Equality is decided by the gcd of the two squarefree parts over Q(a): a common root is a root of it."""
+    if F1.a.key != F2.a.key:
+        raise ValueError("fibre_cmp compares fibres over the same x")
+    G: Fibre | None = None
+    common = True  # until the gcd says the fibres share no root
+    while True:
+        l1, h1 = F1.intervals[i]
+        l2, h2 = F2.intervals[j]
+        if h1 < l2 or (h1 == l2 and (l1 < h1 or l2 < h2)):
+            return -1
+        if h2 < l1 or (h2 == l1 and (l2 < h2 or l1 < h1)):
+            return 1
+        if l1 == h1 and l2 == h2:
+            return (l1 > l2) - (l1 < l2)
+        if G is None and common:
+            g = _ygcd(F1.sf, F2.sf, F1.m)
+            if len(g) <= 1:  # no common root: the intervals separate under refinement
+                common = False
+            else:
+                G = Fibre(g, F1.a)
+        if G is not None:
+            c1 = (1 if G.is_root(l1) else 0) if l1 == h1 else G.count(l1, h1)
+            c2 = (1 if G.is_root(l2) else 0) if l2 == h2 else G.count(l2, h2)
+            if c1 and c2:
+                lo, hi = min(l1, l2), max(h1, h2)
+                if G.count(lo, hi) + (1 if G.is_root(lo) else 0) == 1:
+                    return 0  # both are the one root of G in the hull of their intervals
+        F1.refine(i)
+        F2.refine(j)

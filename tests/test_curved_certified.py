@@ -226,3 +226,29 @@ def test_certified_relu_attention_first_op_causal_heads_and_a_slice():
     dom = Slice([0.1, -0.2, 0.3], [1.0, 0.5, 0.0], [0.0, 1.0, -0.5], lo=(-1.0, -1.0), hi=(1.0, 1.0))
     c, f = _certified(net, dom), partition_curved(net, dom, certified=False)
     assert (c.n_cells, key(c.cell_codes)) == (f.n_cells, key(f.cell_codes))
+
+
+@pytest.mark.parametrize(
+    "conics, cells_, codes_",
+    [
+        ([circle((0.1, 0.0), 0.5), circle((0.1, 0.0), 0.5)], 2, 2),  # one circle twice: coincident arcs
+        ([(np.diag([1.0, -1.0]), (0.0, 0.0), 0.0)], 4, 2),  # x^2 - y^2: a line pair over Q
+        ([(np.diag([1.0, -2.0]), (0.0, 0.0), 0.0)], 4, 2),  # x^2 - 2 y^2: a line pair over R only
+        ([(np.diag([1.0, 0.0]), (0.25, 0.0), 0.0)], 1, 1),  # (x - 1/4)^2: a double line, no boundary
+        ([(np.diag([1.0, 1.0]), (0.25, 0.0), 0.0)], 1, 1),  # a point: no boundary
+    ],
+)
+def test_degenerate_and_coincident_conics(conics, cells_, codes_):
+    cells = _certified(conic_transformer(conics))
+    assert (cells.n_cells, cells.n_codes) == (cells_, codes_)
+
+
+def test_circles_through_the_corners_of_the_box():
+    # |u|^2 = 2 passes through all four corners of [-1, 1]^2: the box is inside, one cell
+    assert _certified(conic_transformer([(np.eye(2), (0.0, 0.0), 2.0)])).n_cells == 1
+    # |u - (1, 1)|^2 = 4 passes through the corners (-1, 1) and (1, -1): two cells
+    cells = _certified(conic_transformer([(np.eye(2), (1.0, 1.0), 4.0)]))
+    assert cells.n_cells == 2 == cells.n_codes
+    # the area outside is the corner square minus a quarter disc of radius 2: 4 - pi
+    out = cells.locate(np.array([[-0.99, -0.99]]))[0]
+    assert abs(cells.cell_area[out] - (4 - np.pi)) < 1e-12

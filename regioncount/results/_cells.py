@@ -258,7 +258,9 @@ class Cells:
     @property
     def witness(self) -> np.ndarray:
         """An interior point of each cell ``(n_cells, 2)`` in domain coordinates (the middle of the mid
-        chord of its largest trapezoid)."""
+        chord of its largest trapezoid; for a certified partition its exact interior point, rounded)."""
+        if self.rational_witness is not None:
+            return np.array([[float(v) for v in self.rational_witness[r]] for r in self._cell_rep]).reshape(-1, 2)
         x, y = self.traps.take(self._cell_rep).witness()
         return self.centre + self.half * np.stack([x, y], 1)
 

@@ -66,17 +66,25 @@ def _cap_error(cap: int, limit: int, max_regions: int | None) -> MemoryCapError:
 CURVED_BYTES_PER_TRAP = 10_240
 
 
-def _count_curved(net, domain, cap: int, progress, max_regions: int | None) -> dict:
+def _count_curved(net, domain, cap: int, progress, max_regions: int | None, certify: bool = False) -> dict:
     """The curved engine's counts: ``regions`` are connected cells, ``codes`` distinct codes; ``exact`` is
-    False where an arc-order check failed or an area integral did not converge. ``max_regions`` caps the
-    trapezoids (every cell is one or more of them, so the cap is conservative)."""
+    True where the certified engine decided the partition (python-flint; small partitions by default, every
+    partition with ``certify``). ``max_regions`` caps the trapezoids (every cell is one or more of them, so
+    the cap is conservative). ``certify`` adds ``certificate`` (witness codes by an exact forward pass,
+    neighbours' codes, areas) and raises :class:`CertificateError` when a check fails."""
     from .engines._curved import partition_curved
 
     max_traps = max(1, cap // CURVED_BYTES_PER_TRAP)
     if max_regions is not None:
         max_traps = min(max_traps, max_regions)
     try:
-        cells = partition_curved(net, domain, progress=progress, max_traps=max_traps)
+        if certify:
+            try:
+                cells = partition_curved(net, domain, max_traps=max_traps, certified=True)
+            except ImportError as e:
+                raise RegionCountError(f"--certify on curved cells: {e}") from None
+        else:
+            cells = partition_curved(net, domain, progress=progress, max_traps=max_traps)
     except MemoryCapError:
         raise MemoryCapError(
             f"the curved partition passed {max_traps:,} trapezoids, about what fits in the "
@@ -84,6 +92,14 @@ def _count_curved(net, domain, cap: int, progress, max_regions: int | None) -> d
         ) from None
     out = cells.summary()
     out["engine"] = "curved"
+    if certify:
+        from .engines._curved_certify import certify_cells
+
+        cert = certify_cells(cells, net)
+        out["certificate"] = cert
+        if not cert["passed"]:
+            failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
+            raise CertificateError("the certificate failed: " + "; ".join(failed))
     return out
 
 
@@ -214,11 +230,7 @@ def count_regions(
                 pass  # tiled: the merged counts are in out
             elif part is None:
                 # curved boundaries (hardmax past its first block, ReLU attention): the curved engine
-                if certify:
-                    raise RegionCountError(
-                        "--certify checks straight 2D partitions; curved cells are not certified yet"
-                    )
-                out = _count_curved(net, domain, cap, progress, max_regions)
+                out = _count_curved(net, domain, cap, progress, max_regions, certify)
             else:
                 st = part.stats
                 out = {

@@ -135,7 +135,9 @@ def test_ellipse_hole_in_a_polygon():
         ([circle((0.1, 0.35), 0.35)], [((0.0, 1.0), 0.0)]),  # circle on a line, touching it
         ([circle((0.1, -0.35), 0.35)], [((0.0, 1.0), 0.0)]),  # below it
         ([circle((0.0, 0.0), 0.6), circle((0.3, 0.0), 0.3)], []),  # internally tangent circles
-        ([circle((-0.3, 0.1), 0.3), circle((0.3, 0.1), 0.3)], []),  # externally tangent circles
+        # externally tangent circles: dyadic centres and radius, so the float network is tangent exactly
+        # (with 0.3 it is not: fl(0.3 * 0.3) > 0.3^2, a lens of width 1e-17, 4 cells; test_curved_certified)
+        ([circle((-0.25, 0.1), 0.25), circle((0.25, 0.1), 0.25)], []),
     ],
 )
 def test_tangency_makes_no_phantom_cell(conics, lines):
@@ -174,8 +176,10 @@ def _grid(n, lo=-1.0, hi=1.0):
 def test_random_hardmax_invariants(tokens, depth, seed):
     net = random_transformer(tokens=tokens, d_model=4, depth=depth, seed=seed)
     program = net.lower()
-    cells = partition_curved(net, BOX)
-    assert cells.exact
+    # the float engine (its partitions decide with thresholds: exact is false; the certified engine is
+    # checked against it in test_curved_certified)
+    cells = partition_curved(net, BOX, certified=False)
+    assert not cells.exact and cells.order_violations == 0
     assert abs(cells.cell_area.sum() - 4.0) < 1e-9
     assert np.all(cells.cell_area > 0)
     P = _grid(200)
@@ -270,7 +274,8 @@ def test_scan_exact_random_column_beside_the_sampled_one():
     rows = random_rows(2, tokens=2, d_model=4, seeds=1, grid=50, exact_depth=2)
     for r in rows:
         ex = r["random_exact"]
-        assert ex["exact"] and r["random_exact_mean"] == ex["cells"][0]
+        # one run with snapshots of every truncation, small enough for the certified engine
+        assert ex["exact"] is True and r["random_exact_mean"] == ex["cells"][0]
         assert ex["cells"][0] >= r["random_sample_mean"]  # a sampled count is a lower bound
         assert ex["linear_regions"][0] <= ex["cells"][0]
 

@@ -288,7 +288,8 @@ def test_maxout_and_compiled_transformer_look_identical():
 
 
 def test_curved_boundaries_are_drawn_exactly():
-    tf = random_transformer(2, 4, 6, 2, attention="hardmax", seed=0)
+    # small enough for the certified curved engine (a larger partition is the float engine's, not exact)
+    tf = random_transformer(2, 3, 4, 2, attention="hardmax", seed=0)
     fig, info = figure_regions(tf, BOX)  # block 2 has conic boundaries: the curved engine draws them
     title = fig.axes[0].get_title()
     assert "exact" in title and "sampled" not in title and "lower bound" not in title

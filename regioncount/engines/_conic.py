@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..results._arcs import branch_y, y_roots  # noqa: F401  (evaluation lives in the results layer)
+
 #: Companion eigenvalues with ``|imag| <= _IMAG (1 + |real|)`` are candidate real (possibly double) roots.
 _IMAG = 1e-6
 #: Candidate roots of one polynomial closer than this are one (multiple) root, refined as a root of P'.
@@ -36,33 +38,6 @@ def value(Q: np.ndarray, x, y) -> np.ndarray:
 def dy(Q: np.ndarray, x, y) -> np.ndarray:
     """``dQ/dy = B x + 2 C y + E``."""
     return Q[..., 1] * x + 2.0 * Q[..., 2] * y + Q[..., 4]
-
-
-def y_roots(Q: np.ndarray, x, clamp: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted roots ``(lo, hi)`` in ``y`` of ``Q(x, .)`` (NaN where there is no real root, unless ``clamp``,
-    which reads a slightly negative discriminant as 0: used on boundary branches at their slab ends)."""
-    c2 = Q[..., 2]
-    c1 = Q[..., 1] * x + Q[..., 4]
-    c0 = (Q[..., 0] * x + Q[..., 3]) * x + Q[..., 5]
-    disc = c1 * c1 - 4.0 * c2 * c0
-    if clamp:
-        disc = np.maximum(disc, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        s = np.sqrt(disc)
-        q = -0.5 * (c1 + np.copysign(s, c1))
-        r1 = q / c2
-        r2 = c0 / q
-        # q = 0: c1 = 0 and a zero discriminant, a double root at -c1 / (2 c2) = 0 (or no y-dependence)
-        dbl = np.where(c2 != 0, 0.0, np.nan)
-        r1 = np.where(q == 0, dbl, r1)
-        r2 = np.where(q == 0, dbl, r2)
-    return np.minimum(r1, r2), np.maximum(r1, r2)
-
-
-def branch_y(Q: np.ndarray, k: np.ndarray, x, clamp: bool = True) -> np.ndarray:
-    """``y`` of branch ``k`` (0 lower, 1 upper root) of normalised conics ``Q (..., 6)`` at ``x``."""
-    lo, hi = y_roots(Q, x, clamp)
-    return np.where(k == 0, lo, hi)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The curved exact 2D engine (DESIGN §2 "curved cells", §3 ``plane``): vertical decomposition into
-trapezoids bounded by conic arcs.
+"""The float curved 2D engine (DESIGN §2 "curved cells", §3 ``curved``): vertical decomposition into
+trapezoids bounded by conic arcs, vectorised in NumPy float64 (not exact: see below).
 
 Inside any activation region of a hardmax Transformer every token state is affine in the slice
 coordinates ``u = (x, y)``, so a new boundary inside a region is a curve of degree <= 2: a FFN ReLU gives a
@@ -23,15 +23,14 @@ the key wins it becomes the champion. Keys whose score maps are identical on a r
 ``forward_codes``). ReLU attention is split exactly by its score signs when its input is affine (its first
 attention op); its output is cubic, so any boundary after it has degree >= 3 and the engine stops.
 
-What is exact and what is float: every decision is made by float64 root finding and sign evaluation on the
-network as given, with no area threshold. Roots are companion eigenvalues refined by Newton; a near-double
-root pair (closer than 1e-6) is one tangency, refined as a root of the derivative. Cut points closer than
-1e-11 (normalised units) are merged, and a branch root within 1e-12 of an arc at the sub-slab's mid ``x``
-counts as on the arc (a tangent or coincident curve, not a piece). After each split the engine checks the
-arc order at both ends and the quarter points of every sub-slab (to 1e-9 across the arcs: the tolerance in
-``y`` grows with their slopes, since a cut ``x`` known to rounding moves a steep arc's ``y`` by slope times
-that); any violation (a crossing the root finder missed) is counted in ``order_violations`` and makes the
-result ``exact = False``.
+What is exact and what is float: this engine decides with float64 root finding and thresholds, so its
+partitions never claim ``exact`` (``Cells.exact`` is False). Roots are companion eigenvalues refined by
+Newton; a near-double root pair (closer than 1e-6) is one tangency, refined as a root of the derivative.
+Cut points closer than 1e-11 (normalised units) are merged, and a branch root within 1e-12 of an arc at the
+sub-slab's mid ``x`` counts as on the arc. After each split the engine checks the arc order at both ends and
+the quarter points of every sub-slab (to 1e-9 across the arcs); any violation is counted in
+``order_violations``. The certified engine (:mod:`._curved_exact`, exact algebraic predicates) replaces it
+by default on partitions of up to ``CERTIFY_TRAPS`` trapezoids (:func:`partition_curved`).
 
 Work is in normalised coordinates ``u' in [-1, 1]^2`` (domain centre and half-widths). NumPy, vectorised
 across trapezoids; Python loops run over ops, units and keys only.
@@ -52,7 +51,10 @@ from . import _conic as cn
 from ._plane import _frame  # one input frame and domain check for both exact 2D engines
 from ._protocol import Kernels, refuse_unsupported
 
-#: Cut points closer than this (normalised units) are one cut.
+#: Partitions of at most this many trapezoids are recomputed by the certified engine by default (it costs
+#: about 1-3 ms per trapezoid in Python; benchmarks/README.md).
+CERTIFY_TRAPS = 2000
+#: Float engine only (its partitions say ``exact: false``): cut points closer than this are one cut.
 CUT_MERGE = 1e-11
 #: A root of Q within this of an arc at a sub-slab's mid x lies on the arc (tangent or coincident).
 ON_ARC = 1e-12
@@ -687,10 +689,18 @@ def partition_curved(
     max_traps: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     snapshots: tuple[int, ...] = (),
+    certified: bool | None = None,
 ):
-    """Exact partition of a 2D domain into the connected cells of ``net`` (hardmax Transformers at any
+    """Partition of a 2D domain into the connected cells of ``net`` (hardmax Transformers at any
     depth; ReLU attention up to its first attention op; MLPs and Maxout networks too, more slowly than the
     ``plane`` engine). Returns a :class:`~regioncount.results._cells.Cells`.
+
+    ``certified``: True runs the certified engine (:mod:`._curved_exact`, exact algebraic predicates;
+    ImportError without python-flint); False the float engine of this module only (``exact: false``);
+    None (default) runs the float engine and, where python-flint is installed and the partition has at
+    most ``CERTIFY_TRAPS`` trapezoids, replaces it by the certified one
+    (whose counts are the claim, ``exact: true``). Otherwise the float partition is returned with
+    ``exact: false``.
 
     ``domain``: a 2D :class:`Box` for a 2-input network or a :class:`Slice`. ``max_traps`` bounds the number
     of trapezoids (:class:`MemoryCapError` past it). ``progress(done_ops, total_ops)`` is called per op.
@@ -702,6 +712,10 @@ def partition_curved(
     """
     from ..results._cells import Cells
 
+    if certified:
+        from ._curved_exact import partition_curved_exact
+
+        return partition_curved_exact(net, domain, max_traps=max_traps, snapshots=snapshots)
     program = lower(net)
     refuse_unsupported("curved", (op for op, _, _ in walk_widths(program)))
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
@@ -726,6 +740,13 @@ def partition_curved(
     t = eng.t.take(slice(None))
     codes = eng.code.a
     maps = None if A is None else A[:, :, program.out_token, :].transpose(0, 2, 1).copy()  # (N, out, 3) in u'
+    if certified is None and t.n <= CERTIFY_TRAPS:
+        from . import _algebraic
+
+        if _algebraic.HAVE_FLINT:
+            from ._curved_exact import partition_curved_exact
+
+            return partition_curved_exact(net, domain, max_traps=max_traps, snapshots=snapshots)
     return Cells(
         domain=domain,
         traps=t,

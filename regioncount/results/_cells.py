@@ -4,18 +4,21 @@ The partition is held as trapezoids (``x in [xa, xb]``, ``y`` between two branch
 the engine's normalised coordinates ``u' in [-1, 1]^2``; ``u = centre + half * u'``), each with its code
 and output map. Cells are derived from them:
 
-- two trapezoids are *adjacent* when they share a vertical wall over a length above ``WALL_TOL`` or a
-  boundary arc (same arc id) over an ``x`` range of positive length;
+- two trapezoids are *adjacent* when they share a vertical wall or a boundary arc (same arc id) over a
+  length of positive length. A certified partition (:mod:`regioncount.engines._curved_exact`) brings its
+  adjacency decided exactly; for the float engine's partition it is derived here, with walls shorter than
+  ``WALL_TOL`` not connecting (a threshold: such a partition says ``exact: false``);
 - a **cell** is a connected component of trapezoids of one code under adjacency: a maximal connected
   open set of one code (``regions``); one code can own several cells (``codes`` counts distinct codes);
-- **linear regions** merge adjacent cells whose affine output maps agree (relative 1e-9), as in
+- **linear regions** merge adjacent cells whose affine output maps are equal: exactly equal rational maps
+  in a certified partition, maps that agree to relative 1e-9 otherwise, as in
   :meth:`~regioncount.results._partition.Partition.linear_region_labels`.
 
 Areas integrate ``upper(x) - lower(x)`` over each trapezoid by Gauss–Legendre quadrature in ``theta`` with
 ``x = (a + b)/2 - (b - a)/2 cos(theta)``, which absorbs the square-root behaviour of a conic branch at a
 vertical tangent (the only place a branch is not smooth is a slab end); intervals whose 12- and 24-point
 results differ by more than 1e-15 are halved, and the remaining difference is reported as
-``area_error`` (a bound in practice, not a proof).
+``area_error`` (a bound in practice, not a proof; areas are reported, they decide nothing).
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ import functools
 
 import numpy as np
 
-from ..engines import _conic as cn
+from . import _arcs as cn
 from ._partition import _components, _searchsorted_grouped
 
-#: Walls shorter than this (normalised units) do not connect trapezoids (tangency points, crossings).
+#: Float partitions only: walls shorter than this (normalised units) do not connect trapezoids.
 WALL_TOL = 1e-10
 
 
@@ -111,10 +114,34 @@ class Cells:
     ``maps (N, out, 3)`` the output map on each in normalised coordinates, or None (ReLU attention: spline
     pieces, no affine maps); ``centre, half (2,)``: ``u = centre + half * u'``. ``order_violations``: failed
     arc-order checks of the engine (0 when every split was consistent). ``kind``: ``"linear"`` or ``"spline"``.
+    ``certified``: the partition was decided by exact predicates (``exact``); then ``adjacency = (E, n_walls)``
+    is its exact trapezoid adjacency (wall pairs first), ``map_keys`` per trapezoid a hashable exact output
+    map (linear regions by equality), ``degree`` the largest degree of a curve that split a trapezoid and
+    ``rational_witness`` per trapezoid an exact interior point ``(Fraction, Fraction)`` in domain units;
+    ``exact_traps`` the certified engine's own trapezoids (algebraic ends, exact arcs), for its certificate;
+    ``prefix_keys[k]`` beside ``prefix_maps[k]``: the truncations' exact output maps, hashable.
     """
 
     def __init__(
-        self, domain, traps, codes, maps, centre, half, order_violations=0, ties=0, kind="linear", prefix_maps=None
+        self,
+        domain,
+        traps,
+        codes,
+        maps,
+        centre,
+        half,
+        order_violations=0,
+        ties=0,
+        kind="linear",
+        prefix_maps=None,
+        *,
+        adjacency=None,
+        certified: bool = False,
+        map_keys=None,
+        degree: int | None = None,
+        rational_witness=None,
+        exact_traps=None,
+        prefix_keys=None,
     ):
         self.domain = domain
         self.traps = traps
@@ -126,6 +153,15 @@ class Cells:
         self.ties = int(ties)
         self.kind = kind
         self.prefix_maps = dict(prefix_maps or {})
+        self.certified = bool(certified)
+        self.map_keys = map_keys
+        self.degree = degree
+        self.rational_witness = rational_witness
+        self.exact_traps = exact_traps
+        self.prefix_keys = dict(prefix_keys or {})
+        if adjacency is not None:
+            E, self._n_walls = adjacency
+            self.__dict__["trap_adjacency"] = np.asarray(E, np.int64).reshape(-1, 2)
 
     # -- trapezoid level -----------------------------------------------------------------------------
 
@@ -222,7 +258,9 @@ class Cells:
     @property
     def witness(self) -> np.ndarray:
         """An interior point of each cell ``(n_cells, 2)`` in domain coordinates (the middle of the mid
-        chord of its largest trapezoid)."""
+        chord of its largest trapezoid; for a certified partition its exact interior point, rounded)."""
+        if self.rational_witness is not None:
+            return np.array([[float(v) for v in self.rational_witness[r]] for r in self._cell_rep]).reshape(-1, 2)
         x, y = self.traps.take(self._cell_rep).witness()
         return self.centre + self.half * np.stack([x, y], 1)
 
@@ -242,6 +280,11 @@ class Cells:
             return None
         E = self.adjacency
         rep = self._cell_rep
+        if self.map_keys is not None:
+            keys = [self.map_keys[r] for r in rep]
+            same = np.array([keys[a] == keys[b] for a, b in E], bool).reshape(-1)
+            lab = _components(self.n_cells, E[same] if E.size else E)
+            return np.unique(lab, return_inverse=True)[1].reshape(-1)
         M = self.maps[rep]
         if E.size == 0 or M.shape[1] == 0:
             return np.arange(self.n_cells) if M.shape[1] else np.zeros(self.n_cells, np.int64)
@@ -275,7 +318,16 @@ class Cells:
         cell = np.unique(lab, return_inverse=True)[1].reshape(-1)
         n = int(cell.max(initial=-1) + 1)
         out = {"regions": n, "codes": int(ids.max(initial=-1) + 1), "linear_regions": None}
-        if maps is not None:
+        keys = next((self.prefix_keys.get(k) for k, m in self.prefix_maps.items() if m is maps), None)
+        if maps is not None and keys is not None:
+            # a certified partition's truncation: merge exactly equal maps
+            Ec = cell[E]
+            keep = Ec[:, 0] != Ec[:, 1]
+            pairs = E[keep]
+            same = np.array([keys[a] == keys[b] for a, b in pairs], bool).reshape(-1)
+            lin = _components(n, Ec[keep][same])
+            out["linear_regions"] = int(np.unique(lin).size)
+        elif maps is not None:
             Ec = cell[E]
             keep = Ec[:, 0] != Ec[:, 1]
             M0, M1 = maps[E[keep, 0]], maps[E[keep, 1]]
@@ -287,8 +339,10 @@ class Cells:
 
     @property
     def exact(self) -> bool:
-        """True when every split passed its arc-order check and every area integral converged."""
-        return self.order_violations == 0 and self.area_error <= 1e-12 * float(np.prod(2 * self.half))
+        """True when the partition was decided by exact predicates (the certified engine). The float
+        engine's partition decides with thresholds and is never exact (its arc-order checks only flag
+        inconsistencies: ``order_violations``)."""
+        return self.certified
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -356,10 +410,12 @@ class Cells:
             "linear_regions": self.linear_regions(),
             "trapezoids": self.n_traps,
             "exact": bool(self.exact),
+            "largest_degree": self.degree,
             "order_violations": self.order_violations,
             "area_error": self.area_error,
             "ties": self.ties,
             "cells": "connected cells bounded by segments and conic arcs",
+            "predicates": "exact (algebraic)" if self.certified else "float64 with thresholds",
         }
 
     def __repr__(self) -> str:

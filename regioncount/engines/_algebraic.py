@@ -1,0 +1,548 @@
+"""Certified real algebraic arithmetic for the exact curved engine (python-flint; DESIGN §2 "exact", §3).
+
+Every predicate here is decided exactly; none has a tolerance. The interface the curved engine uses (and
+that a shared predicates module can take over unchanged):
+
+- :class:`AlgReal`, a real algebraic number: a rational (``fmpq``), or a root of an irreducible integer
+  polynomial ``p`` of degree >= 2 with an isolating interval ``(lo, hi)`` of rationals holding exactly that
+  root of ``p``. Its ``key`` is canonical (the primitive polynomial's coefficients and the root's index
+  among its real roots), so two numbers are equal exactly when their keys are.
+- :func:`cmp` (order of two algebraic reals), :func:`between` (a short dyadic rational strictly between
+  two of them), :func:`roots_in` (the distinct real roots of a rational polynomial in an open interval
+  whose ends are algebraic reals, sorted), :func:`sign_at` (the sign of a rational polynomial at an
+  algebraic real).
+- :class:`Fibre` and :func:`fibre_cmp`: the real roots in ``y`` of a bivariate polynomial of any degree over
+  an algebraic ``x`` (Sturm sequences over Q(x)) and their exact order, equal roots recognised by the gcd
+  of the two fibres; the building block for walls of degree >= 3 (not used by an engine yet).
+- Conics ``Q = (A, B, C, D, E, F)`` (tuples of ``fmpq``: ``A x^2 + B x y + C y^2 + D x + E y + F``):
+  :func:`y_roots_at` (the sorted distinct real roots in ``y`` of ``Q(s, .)`` at a rational ``s``),
+  :func:`value` (``Q`` at a rational point), :func:`resultant_y` (the resultant in ``y`` of two conics, a
+  polynomial in ``x``), :func:`canonical` (a conic scaled to primitive integers with a positive leading
+  coefficient, so that proportional conics compare equal).
+
+How the roots are certified: ``fmpz_poly.complex_roots`` (Arb's ``arb_fmpz_poly_complex_roots``, which
+factors the polynomial and isolates every root of each squarefree factor in a ball that holds exactly one
+root, real roots on the real line with zero imaginary part) gives the isolating intervals of an
+irreducible factor's real roots. Intervals are refined by bisection with the exact sign of ``p`` at the
+rational midpoint (never zero: an irreducible polynomial of degree >= 2 has no rational root), so the
+order of two distinct numbers is found after finitely many steps and equal numbers are recognised by
+their keys, never by a width.
+"""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+try:  # the optional extra ``exact``
+    from flint import fmpq, fmpq_poly, fmpz_poly
+
+    HAVE_FLINT = True
+except ImportError:  # pragma: no cover - exercised where flint is absent
+    HAVE_FLINT = False
+
+
+def require_flint() -> None:
+    """Raise ImportError with the install line where python-flint is missing."""
+    if not HAVE_FLINT:
+        raise ImportError("certified curved cells need python-flint: pip install 'regioncount[exact]'")
+
+
+def q_of(v) -> fmpq:
+    """A Python float, int or Fraction as the exact rational it is."""
+    if isinstance(v, fmpq):
+        return v
+    if isinstance(v, Fraction):
+        return fmpq(v.numerator, v.denominator)
+    n, d = float(v).as_integer_ratio()
+    return fmpq(n, d)
+
+
+def q_float(q: fmpq) -> float:
+    """The float nearest to ``q`` (correctly rounded through Fraction)."""
+    return float(Fraction(int(q.p), int(q.q)))
+
+
+class AlgReal:
+    """A real algebraic number (see the module docstring). Build with :func:`rational` or :func:`roots_in`."""
+
+    __slots__ = ("q", "p", "lo", "hi", "slo", "key")
+
+    def __init__(self, q=None, p=None, lo=None, hi=None, key=None):
+        self.q = q
+        self.p = p
+        self.lo = lo
+        self.hi = hi
+        self.slo = 0 if p is None else _sgn(p(lo))
+        self.key = ("q", q.p, q.q) if q is not None else key
+
+    @property
+    def is_rational(self) -> bool:
+        return self.q is not None
+
+    def refine(self) -> None:
+        """Halve the isolating interval (rationals are exact already)."""
+        if self.q is not None:
+            return
+        m = (self.lo + self.hi) / 2
+        s = _sgn(self.p(m))
+        if s == self.slo:
+            self.lo = m
+        else:
+            self.hi = m
+
+    def bounds(self) -> tuple[fmpq, fmpq]:
+        return (self.q, self.q) if self.q is not None else (self.lo, self.hi)
+
+    def __float__(self) -> float:
+        if self.q is not None:
+            return q_float(self.q)
+        while True:
+            lo, hi = q_float(self.lo), q_float(self.hi)
+            if lo == hi or abs(hi - lo) <= 2**-60 * max(abs(lo), abs(hi)):
+                return (lo + hi) / 2
+            self.refine()
+
+    def __repr__(self) -> str:
+        return f"AlgReal({float(self)!r})"
+
+
+def _sgn(v) -> int:
+    return (v > 0) - (v < 0)
+
+
+def rational(v) -> AlgReal:
+    return AlgReal(q=q_of(v))
+
+
+def _ball_interval(b) -> tuple[fmpq, fmpq]:
+    """The closed interval ``[mid - rad, mid + rad]`` of an arb ball, as rationals."""
+    m, e = b.mid().man_exp()
+    r, f = b.rad().man_exp()
+    mid = fmpq(int(m)) * (fmpq(2) ** int(e)) if e >= 0 else fmpq(int(m), 2 ** int(-e))
+    rad = fmpq(int(r)) * (fmpq(2) ** int(f)) if f >= 0 else fmpq(int(r), 2 ** int(-f))
+    return mid - rad, mid + rad
+
+
+@functools.lru_cache(maxsize=65536)
+def _irreducible_real_roots(coeffs: tuple[int, ...]) -> tuple[AlgReal, ...]:
+    """The real roots, ascending, of the irreducible primitive integer polynomial with these ascending
+    coefficients (degree >= 2)."""
+    p = fmpz_poly(list(coeffs))
+    out = []
+    reals = [z[0] for z in p.complex_roots() if z[0].imag == 0]  # type: ignore
+    for i, r in enumerate(sorted(reals, key=lambda z: float(z.real.mid()))):
+        lo, hi = _ball_interval(r.real)
+        # the ball is closed; its ends are rational, hence never roots of p: the open interval isolates
+        out.append(AlgReal(p=p, lo=lo, hi=hi, key=("p", coeffs, i)))
+    return tuple(out)
+
+
+def _primitive(f) -> fmpz_poly:
+    """An fmpq_poly or fmpz_poly as a primitive integer polynomial with positive leading coefficient."""
+    if isinstance(f, fmpq_poly):
+        f = f.numer()
+    c = f.coeffs()
+    g = 0
+    for a in c:
+        g = _gcd(g, int(a))
+    if g == 0:
+        return f
+    if int(c[-1]) < 0:
+        g = -g
+    return fmpz_poly([int(a) // g for a in c])
+
+
+def _gcd(a: int, b: int) -> int:
+    import math
+
+    return math.gcd(a, b)
+
+
+@functools.lru_cache(maxsize=65536)
+def _factor_roots(coeffs: tuple) -> tuple[AlgReal, ...]:
+    """Every distinct real root of the nonzero rational polynomial with these ascending coefficients
+    ``(p, q)`` pairs, ascending."""
+    f = fmpq_poly([fmpq(a, b) for a, b in coeffs])
+    roots: list[AlgReal] = []
+    if f.degree() <= 0:
+        return ()
+    _, facs = f.factor()
+    for g0, _m in facs:
+        g = _primitive(g0)
+        if g.degree() == 1:
+            c0, c1 = g.coeffs()
+            roots.append(rational(fmpq(-int(c0), int(c1))))
+        elif g.degree() >= 2:
+            roots.extend(_irreducible_real_roots(tuple(int(a) for a in g.coeffs())))
+    return tuple(sorted(roots, key=functools.cmp_to_key(cmp)))
+
+
+def poly_key(f: fmpq_poly) -> tuple:
+    return tuple((int(c.p), int(c.q)) for c in f.coeffs())
+
+
+def roots_in(f: fmpq_poly, lo: AlgReal | None = None, hi: AlgReal | None = None) -> list[AlgReal]:
+    """The distinct real roots of ``f`` (a nonzero rational polynomial) in the open interval ``(lo, hi)``
+    (None: unbounded), ascending."""
+    if f.is_zero():
+        raise ValueError("the zero polynomial has no isolated roots")
+    out = []
+    for r in _factor_roots(poly_key(f)):
+        if lo is not None and cmp(r, lo) <= 0:
+            continue
+        if hi is not None and cmp(r, hi) >= 0:
+            continue
+        out.append(r)
+    return out
+
+
+def cmp(a: AlgReal, b: AlgReal) -> int:
+    """-1, 0, +1 as ``a < b``, ``a == b``, ``a > b`` (exact)."""
+    if a.key == b.key:
+        return 0
+    if a.q is not None and b.q is not None:
+        return _sgn(a.q - b.q)
+    while True:
+        alo, ahi = a.bounds()
+        blo, bhi = b.bounds()
+        if ahi <= blo:
+            return -1
+        if bhi <= alo:
+            return 1
+        # distinct numbers: refine the wider interval until they separate
+        if a.q is None and (b.q is not None or ahi - alo >= bhi - blo):
+            a.refine()
+        else:
+            b.refine()
+
+
+def _dyadic_between(lo: fmpq, hi: fmpq) -> fmpq:
+    """The dyadic rational with the fewest bits in the open interval ``(lo, hi)`` (``lo < hi``)."""
+    if lo < 0 < hi:
+        return fmpq(0)
+    k = 0
+    while True:
+        den = 2**k
+        c = fmpq(int((lo * den).floor()) + 1, den)
+        if c < hi:
+            return c
+        k += 1
+
+
+def between(a: AlgReal, b: AlgReal) -> fmpq:
+    """A short dyadic rational strictly between ``a < b``."""
+    while True:
+        _, ahi = a.bounds()
+        blo, _ = b.bounds()
+        if ahi < blo:
+            return _dyadic_between(ahi, blo)
+        if a.q is None and (b.q is not None or a.hi - a.lo >= b.hi - b.lo):
+            a.refine()
+        elif b.q is None:
+            b.refine()
+        else:
+            if a.q >= b.q:
+                raise ValueError("between needs a < b")
+            return _dyadic_between(a.q, b.q)
+
+
+def rational_above(a: AlgReal) -> fmpq:
+    """A rational greater than ``a``."""
+    return a.bounds()[1] + 1
+
+
+def rational_below(a: AlgReal) -> fmpq:
+    return a.bounds()[0] - 1
+
+
+def sign_at(f: fmpq_poly, a: AlgReal) -> int:
+    """The exact sign of the rational polynomial ``f`` at the algebraic real ``a``."""
+    if a.q is not None:
+        return _sgn(f(a.q))
+    # f(a) = 0 exactly when a's (irreducible) polynomial divides f
+    if f.is_zero():
+        return 0
+    _, r = divmod(f, fmpq_poly(a.p))
+    if r.is_zero():
+        return 0
+    if f.degree() <= 0:
+        return _sgn(f.coeffs()[0])
+    # nonzero at a: on an interval free of f's roots its sign is its sign anywhere inside
+    while roots_in(f, _from_bounds(a.lo), _from_bounds(a.hi)):
+        a.refine()
+    return _sgn(f((a.lo + a.hi) / 2))
+
+
+def _from_bounds(q: fmpq) -> AlgReal:
+    return AlgReal(q=q)
+
+
+# ----------------------------------------------------------------------------------------------------
+# conics
+
+
+def canonical(Q) -> tuple:
+    """``Q`` (6 rationals, not all zero) scaled to primitive integers (as fmpq) whose first nonzero entry is
+    positive: proportional conics give equal tuples."""
+    Q = [q_of(c) for c in Q]
+    den = 1
+    for c in Q:
+        den = den * int(c.q) // _gcd(den, int(c.q))
+    ints = [int(c.p) * (den // int(c.q)) for c in Q]
+    g = 0
+    for v in ints:
+        g = _gcd(g, v)
+    if g == 0:
+        raise ValueError("the zero conic")
+    first = next(v for v in ints if v != 0)
+    if first < 0:
+        g = -g
+    return tuple(fmpq(v // g) for v in ints)
+
+
+def value(Q, x: fmpq, y: fmpq) -> fmpq:
+    A, B, C, D, E, F = Q
+    return (A * x + B * y + D) * x + (C * y + E) * y + F
+
+
+def y_coeffs(Q) -> tuple[fmpq_poly, fmpq_poly, fmpq_poly]:
+    """``c2, c1, c0`` of ``Q`` as a quadratic in ``y``, polynomials in ``x``."""
+    A, B, C, D, E, F = Q
+    return fmpq_poly([C]), fmpq_poly([E, B]), fmpq_poly([F, D, A])
+
+
+def y_degree(Q) -> int:
+    """Degree of ``Q`` in ``y``: 2, 1 or 0."""
+    A, B, C, D, E, F = Q
+    return 2 if C != 0 else 1 if (B != 0 or E != 0) else 0
+
+
+def discriminant_x(Q) -> fmpq_poly:
+    c2, c1, c0 = y_coeffs(Q)
+    return c1 * c1 - 4 * c2 * c0
+
+
+def resultant_y(Q, L) -> fmpq_poly:
+    """The resultant in ``y`` of ``Q`` and ``L`` (each of degree 1 or 2 in ``y``): zero at every ``x`` where
+    they share a root in ``y`` (and possibly where both leading coefficients vanish)."""
+    c2, c1, c0 = y_coeffs(Q)
+    d2, d1, d0 = y_coeffs(L)
+    dq, dl = y_degree(Q), y_degree(L)
+    if dq == 2 and dl == 2:
+        u = c2 * d0 - d2 * c0
+        return u * u - (c2 * d1 - d2 * c1) * (c1 * d0 - d1 * c0)
+    if dq == 2 and dl == 1:
+        return c2 * d0 * d0 - c1 * d0 * d1 + c0 * d1 * d1
+    if dq == 1 and dl == 2:
+        return d2 * c0 * c0 - d1 * c0 * c1 + d0 * c1 * c1
+    if dq == 1 and dl == 1:
+        return c1 * d0 - d1 * c0
+    raise ValueError("resultant_y needs curves of degree 1 or 2 in y")
+
+
+def y_roots_at(Q, s: fmpq) -> list[AlgReal]:
+    """The distinct real roots in ``y`` of ``Q(s, .)``, ascending (``Q(s, .)`` not identically zero)."""
+    A, B, C, D, E, F = Q
+    c2, c1, c0 = C, B * s + E, (A * s + D) * s + F
+    if c2 == 0 and c1 == 0:
+        return []
+    return roots_in(fmpq_poly([c0, c1, c2]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# fibres of a curve of any degree over an algebraic x (a building block for walls of degree >= 3)
+#
+# Elements of Q(a) are rational polynomials reduced modulo the minimal polynomial m of a; their signs at a
+# are exact (:func:`sign_at`). A polynomial in y over Q(a) is a list of such elements, ascending. The real
+# roots of F(a, y) are isolated by Sturm sequences over Q(a): the number of distinct real roots in
+# (r, s] is the drop in sign variations of the Sturm sequence of F's squarefree part between the
+# rationals r and s, each sign exact.
+
+
+class Fibre:
+    """The distinct real roots in ``y`` of ``F(a, y)`` for a bivariate rational polynomial ``F`` and an
+    algebraic real ``a``: ``intervals`` ascending, each ``(lo, hi)`` rationals holding exactly one root
+    (``lo == hi``: that rational is the root)."""
+
+    def __init__(self, coeffs_y: list, a: AlgReal):
+        self.a = a
+        self.m = _minpoly(a)
+        F = _ytrim([_nf(c, self.m) for c in coeffs_y], self.m)
+        if not F:
+            raise ValueError("the fibre is the whole line (F(a, .) vanishes identically)")
+        self.F = F
+        self.sf = _ydiv(F, _ygcd(F, _yderiv(F), self.m), self.m)[0] if len(F) > 2 else F
+        self.sturm = _sturm(self.sf, self.m)
+        self.intervals = self._isolate()
+
+    def count(self, lo: fmpq, hi: fmpq) -> int:
+        """Distinct real roots in ``(lo, hi]``."""
+        return self._var(lo) - self._var(hi)
+
+    def refine(self, i: int) -> None:
+        """Halve the isolating interval of root ``i`` (a rational root stays a point)."""
+        lo, hi = self.intervals[i]
+        if lo == hi:
+            return
+        mid = (lo + hi) / 2
+        if sign_at(_yeval(self.sf, mid, self.m), self.a) == 0:
+            self.intervals[i] = (mid, mid)
+        elif self.count(lo, mid) == 1:
+            self.intervals[i] = (lo, mid)
+        else:
+            self.intervals[i] = (mid, hi)
+
+    def is_root(self, y: fmpq) -> bool:
+        return sign_at(_yeval(self.sf, y, self.m), self.a) == 0
+
+    def _var(self, y: fmpq) -> int:
+        signs = [s for s in (sign_at(_yeval(S, y, self.m), self.a) for S in self.sturm) if s]
+        return sum(1 for u, v in zip(signs, signs[1:]) if u != v)
+
+    def _isolate(self) -> list:
+        if len(self.sf) <= 1:
+            return []
+        B = _root_bound(self.sf, self.a)
+        out: list = []
+        stack = [(-B, B)]
+        while stack:
+            lo, hi = stack.pop()
+            n = self.count(lo, hi)
+            if n == 0:
+                continue
+            if sign_at(_yeval(self.sf, hi, self.m), self.a) == 0:
+                out.append((hi, hi))
+                n -= 1
+                if n == 0:
+                    continue
+                hi2 = hi - (hi - lo) / 1024
+                stack.append((lo, hi2))
+                continue
+            if n == 1:
+                out.append((lo, hi))
+                continue
+            mid = (lo + hi) / 2
+            stack.extend([(lo, mid), (mid, hi)])
+        return sorted(out, key=lambda iv: (iv[0], iv[1]))
+
+
+def _minpoly(a: AlgReal) -> fmpq_poly:
+    return fmpq_poly([-a.q, 1]) if a.q is not None else fmpq_poly(a.p)
+
+
+def _nf(c, m: fmpq_poly) -> fmpq_poly:
+    c = c if isinstance(c, fmpq_poly) else fmpq_poly([c])
+    return divmod(c, m)[1]
+
+
+def _ytrim(F: list, m: fmpq_poly) -> list:
+    F = list(F)
+    while F and F[-1].is_zero():
+        F.pop()
+    return F
+
+
+def _yderiv(F: list) -> list:
+    return [F[k] * k for k in range(1, len(F))]
+
+
+def _nf_inv(e: fmpq_poly, m: fmpq_poly) -> fmpq_poly:
+    g, s, _ = e.xgcd(m)
+    return _nf(s * (1 / g.coeffs()[0]) if g.degree() == 0 else s, m)
+
+
+def _ydiv(A: list, B: list, m: fmpq_poly) -> tuple[list, list]:
+    """Quotient and remainder of polynomials in y over Q(a)."""
+    A = list(A)
+    inv = _nf_inv(B[-1], m)
+    Q = [fmpq_poly([0])] * max(1, len(A) - len(B) + 1)
+    while len(A) >= len(B) and A:
+        c = _nf(A[-1] * inv, m)
+        k = len(A) - len(B)
+        Q[k] = c
+        for i, b in enumerate(B):
+            A[k + i] = _nf(A[k + i] - c * b, m)
+        A = _ytrim(A, m)
+    return Q, A
+
+
+def _ygcd(A: list, B: list, m: fmpq_poly) -> list:
+    while B:
+        A, B = B, _ydiv(A, B, m)[1]
+    return A
+
+
+def _sturm(F: list, m: fmpq_poly) -> list:
+    seq = [F, _yderiv(F)]
+    while len(seq[-1]) > 1:
+        r = _ydiv(seq[-2], seq[-1], m)[1]
+        if not r:
+            break
+        seq.append([_nf(-c, m) for c in r])
+    return seq
+
+
+def _yeval(F: list, y: fmpq, m: fmpq_poly) -> fmpq_poly:
+    v = fmpq_poly([0])
+    for c in reversed(F):
+        v = _nf(v * y + c, m)
+    return v
+
+
+def _root_bound(F: list, a: AlgReal) -> fmpq:
+    """A rational ``B`` with every real root of ``F(a, .)`` in ``(-B, B)`` (Cauchy's bound, from Arb
+    enclosures of the coefficients at ``a``)."""
+    from flint import arb
+
+    while True:
+        lo, hi = a.bounds()
+        X = arb(lo).union(arb(hi))
+
+        def ev(c, X=X):
+            v = arb(0)
+            for k in reversed(c.coeffs()):
+                v = v * X + arb(k)
+            return v
+
+        lead = ev(F[-1])
+        if lead != 0:
+            big = max((abs(ev(c)).upper() for c in F[:-1]), default=arb(0))
+            r = 1 + big / abs(lead).lower()
+            m, e = r.upper().mid().man_exp()
+            ub = fmpq(int(m)) * fmpq(2) ** int(e) if e >= 0 else fmpq(int(m), 2 ** int(-e))
+            return ub + 1
+        a.refine()
+
+
+def fibre_cmp(F1: Fibre, i: int, F2: Fibre, j: int) -> int:
+    """The exact order of root ``i`` of ``F1`` and root ``j`` of ``F2`` (fibres over the same ``a``).
+    Equality is decided by the gcd of the two squarefree parts over Q(a): a common root is a root of it."""
+    if F1.a.key != F2.a.key:
+        raise ValueError("fibre_cmp compares fibres over the same x")
+    G: Fibre | None = None
+    common = True  # until the gcd says the fibres share no root
+    while True:
+        l1, h1 = F1.intervals[i]
+        l2, h2 = F2.intervals[j]
+        if h1 < l2 or (h1 == l2 and (l1 < h1 or l2 < h2)):
+            return -1
+        if h2 < l1 or (h2 == l1 and (l2 < h2 or l1 < h1)):
+            return 1
+        if l1 == h1 and l2 == h2:
+            return (l1 > l2) - (l1 < l2)
+        if G is None and common:
+            g = _ygcd(F1.sf, F2.sf, F1.m)
+            if len(g) <= 1:  # no common root: the intervals separate under refinement
+                common = False
+            else:
+                G = Fibre(g, F1.a)
+        if G is not None:
+            c1 = (1 if G.is_root(l1) else 0) if l1 == h1 else G.count(l1, h1)
+            c2 = (1 if G.is_root(l2) else 0) if l2 == h2 else G.count(l2, h2)
+            if c1 and c2:
+                lo, hi = min(l1, l2), max(h1, h2)
+                if G.count(lo, hi) + (1 if G.is_root(lo) else 0) == 1:
+                    return 0  # both are the one root of G in the hull of their intervals
+        F1.refine(i)
+        F2.refine(j)

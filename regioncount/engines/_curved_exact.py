@@ -1,0 +1,895 @@
+"""The certified curved 2D engine (DESIGN §2 "exact", §3 ``curved``): the vertical decomposition of
+:mod:`._curved` decided with exact predicates (:mod:`._algebraic`, python-flint) on the network as given.
+
+Why the count is a claim about the float64 network as given. The network's weights and the domain's
+bounds are float64 numbers, i.e. rationals. This engine never computes a map in floating point: each
+trapezoid carries its affine maps ``(x, y, 1) -> token entries`` as exact rational matrices (``fmpq_mat``),
+built from the weights by exact replay of the ops: an ``Affine`` is an exact product plus the exact bias, a
+ReLU multiplies by the trapezoid's code bits, a hardmax head copies (or averages, for keys whose exact
+score polynomials are identical) the exact value rows of the keys its code names, a residual adds exactly.
+So every conic ``S_c - S_j`` (or line) that splits a trapezoid is the exact polynomial of the network on
+that trapezoid, with rational coefficients, and nothing about it is rounded. (The alternative, float maps
+with rigorous error bounds, would still need this replay wherever a bound cannot decide; the replay is
+the whole computation here, which is why this engine serves small partitions and the float engine
+:mod:`._curved` the large ones, with ``exact: false``.)
+
+Splitting a trapezoid ``x in (a, b)``, ``y`` between arcs ``L`` and ``U`` by a curve ``Q``: ``Q`` is factored
+over the rationals (``fmpq_mpoly.factor``); factors of even multiplicity do not change sign and make no
+boundary; each factor ``P`` of odd multiplicity splits in turn. The cut ``x`` are the real roots in
+``(a, b)`` of the discriminant of ``P`` in ``y`` (vertical tangents and singular points), of its leading
+coefficient when ``P`` is linear in ``y`` (its pole), of ``P`` itself when ``P`` does not depend on ``y``
+(vertical lines), and of the resultants in ``y`` of ``P`` with ``L`` and with ``U`` (where ``P`` may meet
+them; a factor proportional to an arc lies on it and meets nothing). Cut points are algebraic reals with
+canonical keys, so equal cuts are merged by equality, not by distance. In each open sub-slab the real
+branches of ``P``, ``L`` and ``U`` are disjoint graphs (their discriminants and resultants do not vanish
+there), so their order at one rational sample ``x`` is their order on the whole sub-slab; it is decided
+exactly, and the sign of ``Q`` on each piece is the exact sign of ``Q`` at a rational point inside it.
+
+Floats (Arb balls, rigorous enclosures) serve only as filters in front of the exact decisions: a curve whose
+interval extension over a trapezoid's box excludes 0 does not enter it; a cut polynomial whose interval
+extension over the slab excludes 0 has no root there; two branch values whose balls are disjoint are
+ordered. Where a ball cannot decide, the exact computation does; no decision rests on a width.
+
+Connected cells: two trapezoids are adjacent when they share an arc over an ``x`` range of positive
+length (exact comparison of algebraic reals) or a vertical wall over a ``y`` range of positive length;
+the wall's ends are branch values at an algebraic ``x``, compared by Arb balls of growing precision where
+they differ, and recognised as equal exactly where two arcs meet there (the ``x``'s minimal polynomial
+divides the resultant of the two curves, and the other pairs of roots separate). Linear regions merge
+adjacent cells whose exact output maps are equal. Nothing here has a tolerance.
+
+Scope: hardmax Transformers at every depth, ReLU and Maxout programs, ReLU attention up to its first
+attention op (score signs; after it the boundaries have degree >= 3 and the engine refuses, as the float
+engine does). The cost is Python per trapezoid: use it for partitions of up to a few thousand trapezoids.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .._errors import CurvedBoundaryError, MemoryCapError
+from ..networks import check_domain, lower, walk_widths
+from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual, code_length, max_code_digit
+from . import _algebraic as al
+from ._protocol import refuse_unsupported
+
+
+def _flint():
+    al.require_flint()
+    import flint
+
+    return flint
+
+
+# ----------------------------------------------------------------------------------------------------
+# arcs and trapezoids
+
+
+class Arc:
+    """Branch ``k`` (0 lower, 1 upper real root in ``y``; 0 for a curve linear in ``y``) of the canonical
+    conic ``Q`` (6 fmpq), with id ``id`` (both sides of an arc carry it)."""
+
+    __slots__ = ("Q", "k", "id", "dq")
+
+    def __init__(self, Q, k: int, id_: int):
+        self.Q, self.k, self.id, self.dq = Q, k, id_, al.y_degree(Q)
+
+    def at(self, s) -> al.AlgReal:
+        """The branch's ``y`` at a rational ``x = s`` inside its slab."""
+        r = al.y_roots_at(self.Q, s)
+        if self.dq == 2:
+            if len(r) != 2:
+                raise AssertionError("an arc's conic has no two real roots inside its slab")
+            return r[self.k]
+        return r[0]
+
+
+class Trap:
+    """``x in (a, b)`` (algebraic reals), ``y`` between arcs ``L`` and ``U``; ``s`` a rational sample ``x``
+    inside; ``M`` the exact maps ``(3 T, width)`` (row ``c T + t``: coefficient ``c`` of ``(x, y, 1)`` of
+    token ``t``); ``code``; ``base`` the input maps of the residuals it is inside; ``tied`` whether a
+    hardmax query of it averaged tied keys."""
+
+    __slots__ = ("a", "b", "L", "U", "s", "M", "code", "base", "tied", "pm", "_w", "_box")
+
+    def __init__(self, a, b, L, U, s, M, code, base=(), tied=False, pm=None):
+        self.a, self.b, self.L, self.U, self.s, self.M, self.code = a, b, L, U, s, M, code
+        self.base, self.tied = base, tied
+        self.pm = pm if pm is not None else {}  # snapshot -> exact output map of the truncated program
+        self._w = self._box = None
+
+    def witness(self):
+        """A rational interior point ``(s, y)``."""
+        if self._w is None:
+            self._w = (self.s, al.between(self.L.at(self.s), self.U.at(self.s)))
+        return self._w
+
+    def box(self):
+        """Arb balls ``(X, Y)`` holding the trapezoid: ``X`` from the isolating intervals of its ends, ``Y``
+        from Arb's enclosures of its arcs over ``X`` (rigorous interval extensions)."""
+        if self._box is None:
+            fl = _flint()
+            X = fl.arb(self.a.bounds()[0]).union(fl.arb(self.b.bounds()[1]))
+            lo = _branch_ball(self.L, X)
+            hi = _branch_ball(self.U, X)
+            ylo = max(lo.lower(), fl.arb(-1)) if lo.is_finite() else fl.arb(-1)
+            yhi = min(hi.upper(), fl.arb(1)) if hi.is_finite() else fl.arb(1)
+            self._box = (X, ylo.union(yhi))
+        return self._box
+
+
+def _branch_ball(arc: Arc, X):
+    """A ball holding the arc's ``y`` for every ``x`` of the ball ``X`` where the branch is defined."""
+    fl = _flint()
+    A, B, C, D, E, F = (fl.arb(c) for c in arc.Q)
+    c1 = B * X + E
+    c0 = (A * X + D) * X + F
+    if arc.dq == 1:
+        return -c0 / c1
+    disc = c1 * c1 - 4 * C * c0
+    disc = disc if disc > 0 else (fl.arb(0).union(disc.upper()) if disc.upper() > 0 else fl.arb(0))
+    r = disc.sqrt()
+    return ((-c1 - r) / (2 * C)).union((-c1 + r) / (2 * C))
+
+
+def _poly_ball(f, X):
+    """Horner's interval extension of the rational polynomial ``f`` over the ball ``X`` (Arb)."""
+    fl = _flint()
+    v = fl.arb(0)
+    for c in reversed(f.coeffs()):
+        v = v * X + fl.arb(c)
+    return v
+
+
+def _box_sign(Q, box) -> int:
+    """+1 / -1 where ``Q`` provably has that sign on the box (Arb interval extension), 0 if undecided."""
+    fl = _flint()
+    X, Y = box
+    A, B, C, D, E, F = (fl.arb(c) for c in Q)
+    v = (A * X + B * Y + D) * X + (C * Y + E) * Y + F
+    return 1 if v > 0 else -1 if v < 0 else 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# conic factorisation
+
+
+@functools.lru_cache(maxsize=1)
+def _ctx():
+    fl = _flint()
+    return fl.fmpq_mpoly_ctx.get(("x", "y"), "lex")
+
+
+_MONO = ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0))
+
+
+def _to_mpoly(Q):
+    return _ctx().from_dict({m: c for m, c in zip(_MONO, Q) if c != 0})
+
+
+def _from_mpoly(P) -> tuple:
+    d = {tuple(int(e) for e in m): c for m, c in zip(P.monoms(), P.coeffs())}
+    fl = _flint()
+    return tuple(d.get(m, fl.fmpq(0)) for m in _MONO)
+
+
+@functools.lru_cache(maxsize=65536)
+def _factors(Q: tuple) -> tuple[int, tuple]:
+    """``(sign of the content, odd-multiplicity irreducible factors as canonical conics, even ones)``."""
+    c, facs = _to_mpoly(Q).factor()
+    odd, sign = [], 1 if c > 0 else -1
+    for f, m in facs:
+        F = _from_mpoly(f)
+        G = al.canonical(F)
+        # canonical may flip the factor's sign: keep the product's sign right
+        ratio = next(g / h for g, h in zip(G, F) if h != 0)
+        if ratio < 0 and m % 2:
+            sign = -sign
+        if m % 2:
+            odd.append(G)
+    return sign, tuple(odd)
+
+
+def _qkey(Q) -> tuple:
+    return tuple((int(c.p), int(c.q)) for c in Q)
+
+
+def _sign_at(Q, x, y) -> int:
+    v = al.value(Q, x, y)
+    return (v > 0) - (v < 0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the split
+
+
+class _Splitter:
+    def __init__(self):
+        self.next_id = 2
+        self.degree = 0
+
+    def split(self, t: Trap, Q) -> list[tuple[Trap, int]]:
+        """Pieces of ``t`` with the exact sign of ``Q`` on each (0 where ``Q`` vanishes identically)."""
+        if all(c == 0 for c in Q):
+            return [(t, 0)]
+        # the float filter: a curve that provably keeps one sign on the trapezoid's box does not enter it
+        sb = _box_sign(Q, t.box())
+        if sb:
+            return [(t, sb)]
+        Qc = al.canonical(Q)
+        sign0 = 1 if next(c for c in Q if c != 0) > 0 else -1
+        csign, odd = _factors(Qc)
+        out = [(t, sign0 * csign)]
+        for P in odd:
+            nxt: list[tuple[Trap, int]] = []
+            for piece, s in out:
+                nxt.extend((pp, s * sp) for pp, sp in self._split_irreducible(piece, P))
+            out = nxt
+        return out
+
+    def _split_irreducible(self, t: Trap, P) -> list[tuple[Trap, int]]:
+        fl = _flint()
+        dq = al.y_degree(P)
+        polys = []
+        if dq == 0:
+            polys.append(fl.fmpq_poly([P[5], P[3], P[0]]))
+        elif dq == 2:
+            polys.append(al.discriminant_x(P))
+        elif P[1] != 0:
+            polys.append(fl.fmpq_poly([P[4], P[1]]))
+        if dq > 0:
+            for arc in (t.L, t.U):
+                if arc.Q != P:
+                    res = al.resultant_y(P, arc.Q)
+                    if not res.is_zero():
+                        polys.append(res)
+        cuts: dict = {}
+        X = t.box()[0]
+        for f in polys:
+            # the filter: a polynomial whose Arb interval extension over the slab excludes 0 has no root there
+            if f.degree() > 0 and not _poly_ball(f, X) != 0:
+                for x in al.roots_in(f, t.a, t.b):
+                    cuts.setdefault(x.key, x)
+        xs = sorted(cuts.values(), key=functools.cmp_to_key(al.cmp))
+        ends = [t.a, *xs, t.b]
+        slabs = []
+        for j in range(len(ends) - 1):
+            x0, x1 = ends[j], ends[j + 1]
+            s = t.s if (len(ends) == 2) else al.between(x0, x1)
+            yl, yu = t.L.at(s), t.U.at(s)
+            inside = []
+            if dq > 0:
+                roots = al.y_roots_at(P, s)
+                for k, r in enumerate(roots):
+                    if al.cmp(r, yl) > 0 and al.cmp(r, yu) < 0:
+                        inside.append((k if dq == 2 else 0, r))
+            levels = [yl, *(r for _, r in inside), yu]
+            signs = [_sign_at(P, s, al.between(levels[i], levels[i + 1])) for i in range(len(levels) - 1)]
+            slabs.append((x0, x1, s, inside, signs))
+        if all(not sl[3] for sl in slabs) and len({sl[4][0] for sl in slabs}) == 1:
+            return [(t, slabs[0][4][0])]
+        self.degree = max(self.degree, 1 if (P[0] == P[1] == P[2] == 0) else 2)
+        pieces = []
+        for x0, x1, s, inside, signs in slabs:
+            arcs = [t.L]
+            for k, _ in inside:
+                arcs.append(Arc(P, k, self.next_id))
+                self.next_id += 1
+            arcs.append(t.U)
+            for i in range(len(arcs) - 1):
+                pieces.append(
+                    (Trap(x0, x1, arcs[i], arcs[i + 1], s, t.M, list(t.code), t.base, t.tied, t.pm), signs[i])
+                )
+        return pieces
+
+
+# ----------------------------------------------------------------------------------------------------
+# exact maps
+
+
+def _qmat(a: np.ndarray):
+    fl = _flint()
+    a = np.asarray(a, float)
+    r, c = a.shape
+    return fl.fmpq_mat(r, c, [al.q_of(v) for v in a.reshape(-1)])
+
+
+class _ExactEngine:
+    def __init__(self, program, max_traps):
+        self.program = program
+        self.T = program.tokens
+        self.sp = _Splitter()
+        self.max_traps = max_traps
+        self.code_at = 0
+        self.cubic = False
+        self.ties = 0
+        self._mats: dict = {}
+
+    def mat(self, key, a):
+        m = self._mats.get(key)
+        if m is None:
+            m = self._mats[key] = _qmat(a)
+        return m
+
+    def _cap(self, traps):
+        if self.max_traps is not None and len(traps) > self.max_traps:
+            raise MemoryCapError(f"the certified curved partition passed {self.max_traps:,} trapezoids")
+
+    def _entry(self, M, c: int, tok: int, col: int):
+        return M[c * self.T + tok, col]
+
+    def _line(self, M, tok: int, col: int):
+        z = [self._entry(M, c, tok, col) for c in range(3)]
+        zero = _flint().fmpq(0)
+        return (zero, zero, zero, z[0], z[1], z[2])
+
+    def run(self, ops, traps, affine: bool):
+        for op in ops:
+            traps, affine = self.op(op, traps, affine)
+        return traps, affine
+
+    def _need(self, affine, what):
+        if not affine:
+            raise CurvedBoundaryError(
+                f"{what} after a ReLU-attention op: its boundaries have degree above 2 (the attention output is "
+                "a cubic spline, Lai, Lim, Liu 2024), which the exact 2D engine cannot split; use --method line "
+                "(exact along segments) or --method sample"
+            )
+
+    def op(self, op, traps, affine):
+        fl = _flint()
+        T = self.T
+        if isinstance(op, Affine):
+            if not affine:
+                return traps, False
+            Wt = self.mat((id(op), "Wt"), op.W.T)
+            b = np.asarray(op.b, float)
+            B = np.zeros((3 * T, op.W.shape[0]))
+            B[2 * T : 3 * T] = b if b.ndim == 2 else b[None, :]
+            Bm = self.mat((id(op), "B"), B)
+            done: dict = {}
+            for t in traps:
+                k = id(t.M)
+                if k not in done:
+                    done[k] = (t.M, t.M * Wt + Bm)
+                t.M = done[k][1]
+            return traps, True
+        if isinstance(op, Residual):
+            if not affine:
+                return self.run(op.body, traps, False)[0], False
+            for t in traps:
+                t.base = (*t.base, t.M)
+            traps, aff2 = self.run(op.body, traps, True)
+            cache: dict = {}
+            for t in traps:
+                base = t.base[-1]
+                t.base = t.base[:-1]
+                if aff2:
+                    k = (id(base), id(t.M))
+                    if k not in cache:
+                        cache[k] = base + t.M
+                    t.M = cache[k]
+            return traps, aff2
+        if isinstance(op, ReLU):
+            self._need(affine, "a ReLU")
+            w = traps[0].M.ncols()
+            off = self.code_at
+            self.code_at += T * w
+            for tok in range(T):
+                for j in range(w):
+                    out = []
+                    for t in traps:
+                        for p, s in self.sp.split(t, self._line(t.M, tok, j)):
+                            p.code[off + tok * w + j] = int(s > 0)
+                            out.append(p)
+                    traps = out
+                    self._cap(traps)
+            cache: dict = {}
+            for t in traps:
+                key = (id(t.M), tuple(t.code[off : off + T * w]))
+                if key not in cache:
+                    M = fl.fmpq_mat(t.M)
+                    for tok in range(T):
+                        for j in range(w):
+                            if not t.code[off + tok * w + j]:
+                                for c in range(3):
+                                    M[c * T + tok, j] = 0
+                    cache[key] = M
+                t.M = cache[key]
+            return traps, True
+        if isinstance(op, GroupMax):
+            self._need(affine, "a maxout unit")
+            return self._group_max(op, traps), True
+        if isinstance(op, Attention):
+            self._need(affine, "an attention op")
+            if op.sigma == "hardmax":
+                return self._hardmax(op, traps), True
+            return self._relu_attention(op, traps), False
+        raise TypeError(type(op).__name__)
+
+    def _group_max(self, op: GroupMax, traps):
+        fl = _flint()
+        T, k = self.T, op.k
+        w = traps[0].M.ncols()
+        n = w // k
+        off = self.code_at
+        self.code_at += T * n
+        for tok in range(T):
+            for u in range(n):
+                champs = []
+                for t in traps:
+                    x, y = t.witness()
+                    vals = [al.value(self._line(t.M, tok, u * k + r), x, y) for r in range(k)]
+                    champs.append(max(range(k), key=lambda r: (vals[r], -r)))
+                for r in range(k):
+                    nt, nc = [], []
+                    for t, c in zip(traps, champs):
+                        if c == r:
+                            nt.append(t)
+                            nc.append(c)
+                            continue
+                        lc, lr = self._line(t.M, tok, u * k + c), self._line(t.M, tok, u * k + r)
+                        diff = tuple(p - q for p, q in zip(lc, lr))
+                        if all(v == 0 for v in diff):
+                            nt.append(t)
+                            nc.append(min(r, c))
+                            continue
+                        for p, s in self.sp.split(t, diff):
+                            nt.append(p)
+                            nc.append(r if s < 0 else c)
+                    traps, champs = nt, nc
+                    self._cap(traps)
+                for t, c in zip(traps, champs):
+                    t.code[off + tok * n + u] = c
+        cache: dict = {}
+        for t in traps:
+            ch = tuple(t.code[off : off + T * n])
+            key = (id(t.M), ch)
+            if key not in cache:
+                M = fl.fmpq_mat(3 * T, n)
+                for tok in range(T):
+                    for u in range(n):
+                        for c in range(3):
+                            M[c * T + tok, u] = t.M[c * T + tok, u * k + ch[tok * n + u]]
+                cache[key] = M
+            t.M = cache[key]
+        return traps
+
+    def _scores(self, op: Attention, M, h: int, cache: dict):
+        key = (id(M), h)
+        S = cache.get(key)
+        if S is None:
+            Qm = M * self.mat((id(op), "q", h), op.Wq[h])
+            Km = M * self.mat((id(op), "k", h), op.Wk[h])
+            T = self.T
+            e = Qm.ncols()
+            S = []
+            for i in range(T):
+                qi = [[Qm[c * T + i, z] for z in range(e)] for c in range(3)]
+                row = []
+                for j in range(T):
+                    kj = [[Km[c * T + j, z] for z in range(e)] for c in range(3)]
+                    G = [
+                        [sum((qi[a][z] * kj[b][z] for z in range(e)), _flint().fmpq(0)) for b in range(3)]
+                        for a in range(3)
+                    ]
+                    row.append((G[0][0], G[0][1] + G[1][0], G[1][1], G[0][2] + G[2][0], G[1][2] + G[2][1], G[2][2]))
+                S.append(row)
+            cache[key] = S
+        return S
+
+    def _hardmax(self, op: Attention, traps):
+        fl = _flint()
+        T, H = self.T, op.heads
+        off = self.code_at
+        self.code_at += H * T
+        cache: dict = {}
+        for h in range(H):
+            for i in range(T):
+                keys = list(range(i + 1)) if op.causal else list(range(T))
+                state = []
+                for t in traps:
+                    S = self._scores(op, t.M, h, cache)[i]
+                    x, y = t.witness()
+                    vals = [al.value(S[j], x, y) for j in keys]
+                    c = max(range(len(keys)), key=lambda r: (vals[r], -r))
+                    state.append((c, frozenset([c])))
+                for j in range(len(keys)):
+                    nt, ns = [], []
+                    for t, (c, tie) in zip(traps, state):
+                        if c == j:
+                            nt.append(t)
+                            ns.append((c, tie))
+                            continue
+                        S = self._scores(op, t.M, h, cache)[i]
+                        diff = tuple(p - q for p, q in zip(S[c], S[j]))
+                        if all(v == 0 for v in diff):
+                            nt.append(t)
+                            ns.append((c, tie | {j}))
+                            continue
+                        for p, s in self.sp.split(t, diff):
+                            nt.append(p)
+                            ns.append((j, frozenset([j])) if s < 0 else (c, tie))
+                    traps, state = nt, ns
+                    self._cap(traps)
+                for t, (_c, tie) in zip(traps, state):
+                    t.code[off + h * T + i] = min(tie)
+                    if len(tie) > 1:
+                        t.tied = True
+        # the value rows: the code holds each query's winner; its tied keys (exactly identical score
+        # polynomials, as in the tournament) are averaged
+        out_cache: dict = {}
+        vo: dict = {}
+        for t in traps:
+            code = tuple(t.code[off : off + H * T])
+            key = (id(t.M), code)
+            if key not in out_cache:
+                M = fl.fmpq_mat(3 * T, t.M.ncols())
+                for h in range(H):
+                    if (id(t.M), h) not in vo:
+                        vo[id(t.M), h] = (
+                            t.M * self.mat((id(op), "v", h), op.Wv[h]) * self.mat((id(op), "o", h), op.Wo[h])
+                        )
+                    VO = vo[id(t.M), h]
+                    S = self._scores(op, t.M, h, cache)
+                    for i in range(T):
+                        keys = list(range(i + 1)) if op.causal else list(range(T))
+                        c = code[h * T + i]
+                        tied = [j for j in keys if S[i][j] == S[i][c]]
+                        for cc in range(3):
+                            for z in range(M.ncols()):
+                                acc = sum((VO[cc * T + j, z] for j in tied), fl.fmpq(0)) / len(tied)
+                                M[cc * T + i, z] += acc
+                out_cache[key] = M
+            t.M = out_cache[key]
+        return traps
+
+    def _relu_attention(self, op: Attention, traps):
+        T, H = self.T, op.heads
+        off = self.code_at
+        self.code_at += H * T * T
+        cache: dict = {}
+        for h in range(H):
+            for i in range(T):
+                for j in range(i + 1 if op.causal else T):
+                    out = []
+                    for t in traps:
+                        S = self._scores(op, t.M, h, cache)[i][j]
+                        for p, s in self.sp.split(t, S):
+                            p.code[off + (h * T + i) * T + j] = int(s > 0)
+                            out.append(p)
+                    traps = out
+                    self._cap(traps)
+        self.cubic = True
+        return traps
+
+
+# ----------------------------------------------------------------------------------------------------
+# branch values at an algebraic x (walls)
+
+
+def _at_closed(arc: Arc, x) -> al.AlgReal:
+    """The branch's ``y`` at a rational ``x`` in the closure of its slab (a double root serves both)."""
+    r = al.y_roots_at(arc.Q, x)
+    if arc.dq == 2 and len(r) == 2:
+        return r[arc.k]
+    return r[0]
+
+
+def _ball_values(Q, xb, double: bool):
+    """Arb balls of the real roots in ``y`` of ``Q(x, .)`` for ``x`` in the ball ``xb``, ascending: one
+    value where ``double`` (a double root at the exact ``x``) or ``Q`` is linear in ``y``."""
+    fl = _flint()
+    A, B, C, D, E, F = (fl.arb(c) for c in Q)
+    c1 = B * xb + E
+    c0 = (A * xb + D) * xb + F
+    if Q[2] == 0:
+        return [-c0 / c1]
+    if double:
+        return [-c1 / (2 * C)]
+    disc = c1 * c1 - 4 * C * c0
+    if not disc > 0:
+        disc = fl.arb(0).union(disc.upper()) if disc.upper() > 0 else fl.arb(0)
+    r = disc.sqrt()
+    lo, hi = (-c1 - r) / (2 * C), (-c1 + r) / (2 * C)
+    return [lo, hi] if Q[2] > 0 else [hi, lo]
+
+
+def _xball(x: al.AlgReal, prec: int):
+    fl = _flint()
+    while True:
+        lo, hi = x.bounds()
+        if hi - lo < fl.fmpq(1, 2**prec):
+            return fl.arb(lo).union(fl.arb(hi))
+        x.refine()
+
+
+def _ycmp(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
+    """The exact order of branch values ``A1(x)`` and ``A2(x)`` at an end ``x`` of both arcs' slabs."""
+    if A1.Q == A2.Q and A1.k == A2.k:
+        return 0
+    # the filter: Arb balls of the two branch values (each holds its branch's value, a double root too)
+    xb = _xball(x, 60)
+    b1 = _ball_values(A1.Q, xb, False)[A1.k if A1.dq == 2 else 0]
+    b2 = _ball_values(A2.Q, xb, False)[A2.k if A2.dq == 2 else 0]
+    if b1 < b2:
+        return -1
+    if b1 > b2:
+        return 1
+    if x.is_rational:
+        return al.cmp(_at_closed(A1, x.q), _at_closed(A2, x.q))
+    fl = _flint()
+    dbl1 = A1.dq == 2 and al.sign_at(al.discriminant_x(A1.Q), x) == 0
+    dbl2 = A2.dq == 2 and al.sign_at(al.discriminant_x(A2.Q), x) == 0
+    i1 = 0 if (dbl1 or A1.dq == 1) else A1.k
+    i2 = 0 if (dbl2 or A2.dq == 1) else A2.k
+    if A1.Q == A2.Q:
+        return 0 if dbl1 else (-1 if A1.k < A2.k else 1)
+    shared = al.sign_at(al.resultant_y(A1.Q, A2.Q), x) == 0
+    prop = False
+    if shared and A1.dq == 2 and A2.dq == 2:
+        c2, c1, c0 = al.y_coeffs(A1.Q)
+        d2, d1, d0 = al.y_coeffs(A2.Q)
+        prop = all(al.sign_at(m, x) == 0 for m in (c2 * d1 - d2 * c1, c2 * d0 - d2 * c0, c1 * d0 - d1 * c0))
+    if prop:  # the same roots at x
+        return (i1 > i2) - (i1 < i2)
+    old = fl.ctx.prec
+    try:
+        prec = 64
+        while prec <= 1 << 15:
+            fl.ctx.prec = prec + 16
+            xb = _xball(x, prec)
+            V1 = _ball_values(A1.Q, xb, dbl1)
+            V2 = _ball_values(A2.Q, xb, dbl2)
+            over = [(a, b) for a in range(len(V1)) for b in range(len(V2)) if V1[a].overlaps(V2[b])]
+            if (not shared and (i1, i2) not in over) or (shared and len(over) == 1):
+                if shared and over[0] == (i1, i2):
+                    return 0
+                return -1 if V1[i1] < V2[i2] else 1
+            prec *= 2
+    finally:
+        fl.ctx.prec = old
+    raise AssertionError("branch values did not separate")  # pragma: no cover
+
+
+# ----------------------------------------------------------------------------------------------------
+# cells
+
+
+def _adjacency(traps: list[Trap]) -> tuple[np.ndarray, int]:
+    """Pairs of trapezoids sharing a wall of positive length, then pairs sharing an arc over an ``x``
+    range of positive length; and the number of wall pairs."""
+    left: dict = {}
+    right: dict = {}
+    for n, t in enumerate(traps):
+        left.setdefault(t.a.key, []).append(n)
+        right.setdefault(t.b.key, []).append(n)
+    walls = []
+    for key, js in left.items():
+        for i in right.get(key, ()):
+            x = traps[i].b
+            ti = traps[i]
+            for j in js:
+                tj = traps[j]
+                if (
+                    _ycmp(ti.L, tj.U, x) < 0
+                    and _ycmp(tj.L, ti.U, x) < 0
+                    and _ycmp(ti.L, ti.U, x) < 0
+                    and _ycmp(tj.L, tj.U, x) < 0
+                ):
+                    walls.append((i, j))
+    below: dict = {}
+    for n, t in enumerate(traps):
+        below.setdefault(t.U.id, []).append(n)
+    arcs = []
+    for j, t in enumerate(traps):
+        for i in below.get(t.L.id, ()):
+            u = traps[i]
+            lo = u.a if al.cmp(u.a, t.a) >= 0 else t.a
+            hi = u.b if al.cmp(u.b, t.b) <= 0 else t.b
+            if al.cmp(lo, hi) < 0:
+                arcs.append((i, j))
+    E = np.array(walls + arcs, np.int64).reshape(-1, 2)
+    return E, len(walls)
+
+
+def _float_conic(Q) -> np.ndarray:
+    m = max(abs(c) for c in Q)
+    q = np.array([al.q_float(c / m) for c in Q])
+    if q[2] < 0:
+        q = -q
+    q[2] = q[2] + 0.0
+    return q
+
+
+def _float_branch(arc: Arc, s) -> int:
+    if arc.dq == 2:
+        return arc.k
+    # a curve linear in y: its finite root is the upper one where dQ/dy > 0 (see _conic.normalise)
+    c1 = arc.Q[1] * s + arc.Q[4]
+    return 1 if c1 > 0 else 0
+
+
+def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapshots: tuple[int, ...] = ()):
+    """The certified partition (see the module docstring) as :class:`~regioncount.results._cells.Cells`
+    with ``exact`` True. ``snapshots`` as in :func:`._curved.partition_curved` (the truncations' output maps,
+    exact: their linear regions merge equal maps). Raises ImportError without python-flint, :class:`CurvedBoundaryError` past a
+    ReLU-attention op, :class:`MemoryCapError` past ``max_traps`` trapezoids."""
+    from ..results._cells import Cells
+    from ._curved import Traps, _code_dtype
+    from ._plane import _frame
+
+    fl = _flint()
+    program = lower(net)
+    refuse_unsupported("curved", (op for op, _, _ in walk_widths(program)))
+    _, _, c, h, xlo, xhi = _frame(program, domain)
+    check_domain(net, xlo, xhi)
+    x0, V = domain.input_map()
+    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
+    # exact frame: x = x0 + V (c + h u'), c and h exact rationals of the float bounds
+    cq = [(al.q_of(lo[i]) + al.q_of(hi[i])) / 2 for i in range(2)]
+    hq = [(al.q_of(hi[i]) - al.q_of(lo[i])) / 2 for i in range(2)]
+    q = program.input_dim
+    T = program.tokens
+    Vq = [[al.q_of(V[r, k]) for k in range(2)] for r in range(q)]
+    x0q = [al.q_of(x0[r]) + sum((Vq[r][k] * cq[k] for k in range(2)), fl.fmpq(0)) for r in range(q)]
+    M = fl.fmpq_mat(3 * T, q)
+    for tok in range(T):
+        for r in range(q):
+            M[0 * T + tok, r] = Vq[r][0] * hq[0]
+            M[1 * T + tok, r] = Vq[r][1] * hq[1]
+            M[2 * T + tok, r] = x0q[r]
+    z, one = fl.fmpq(0), fl.fmpq(1)
+    bottom = Arc((z, z, z, z, one, one), 0, 0)
+    top = Arc((z, z, z, z, one, -one), 0, 1)
+    t0 = Trap(al.rational(-1), al.rational(1), bottom, top, z, M, [0] * code_length(program))
+    eng = _ExactEngine(program, max_traps)
+    readout = program.ops[-1]
+    ot = program.out_token
+    traps, affine = [t0], True
+    snap_ok: dict = {}
+    for k, op in enumerate(program.ops):
+        traps, affine = eng.run((op,), traps, affine)
+        if k + 1 in snapshots and k + 1 < len(program.ops):
+            snap_ok[k + 1] = affine and isinstance(readout, Affine)
+            if snap_ok[k + 1]:
+                W = eng.mat((id(readout), "Wt"), readout.W.T)
+                b = np.asarray(readout.b, float)
+                bq = [al.q_of(v) for v in (b if b.ndim == 1 else b[ot])]
+                done: dict = {}
+                for t in traps:
+                    if id(t.M) not in done:
+                        rows = fl.fmpq_mat(
+                            3, t.M.ncols(), [t.M[cc * T + ot, j] for cc in range(3) for j in range(t.M.ncols())]
+                        )
+                        Y = rows * W
+                        done[id(t.M)] = tuple(
+                            tuple(Y[cc, o] + (bq[o] if cc == 2 else 0) for cc in range(3)) for o in range(Y.ncols())
+                        )
+                    t.pm = {**t.pm, k + 1: done[id(t.M)]}
+    E, n_walls = _adjacency(traps)
+    N = len(traps)
+    codes = np.array([t.code for t in traps], dtype=np.int64).reshape(N, -1)
+    codes = codes.astype(_code_dtype(max_code_digit(program)))
+    # exact output maps (the output token's row of the final maps); linear regions by exact equality
+    maps = None
+    out_keys = None
+    if affine:
+        ot = program.out_token
+        cache: dict = {}
+        width = traps[0].M.ncols()
+        maps = np.zeros((N, width, 3))
+        out_keys = []
+        for n, t in enumerate(traps):
+            k = id(t.M)
+            if k not in cache:
+                vals = [[t.M[cc * T + ot, o] for cc in range(3)] for o in range(width)]
+                cache[k] = (tuple(tuple((int(v.p), int(v.q)) for v in row) for row in vals), vals)
+            key, vals = cache[k]
+            out_keys.append(key)
+            maps[n] = [[al.q_float(v) for v in row] for row in vals]
+    ft = Traps(
+        np.array([float(t.a) for t in traps]),
+        np.array([float(t.b) for t in traps]),
+        np.array([_float_conic(t.L.Q) for t in traps]).reshape(N, 6),
+        np.array([_float_branch(t.L, t.s) for t in traps], np.int8),
+        np.array([t.L.id for t in traps], np.int64),
+        np.array([_float_conic(t.U.Q) for t in traps]).reshape(N, 6),
+        np.array([_float_branch(t.U, t.s) for t in traps], np.int8),
+        np.array([t.U.id for t in traps], np.int64),
+        np.full(N, -1.0),
+        np.full(N, 1.0),
+    )
+    prefix_maps: dict = {}
+    prefix_keys: dict = {}
+    for k, ok in snap_ok.items():
+        if not ok:
+            prefix_maps[k] = None
+            continue
+        vals = [t.pm[k] for t in traps]
+        prefix_keys[k] = [tuple(tuple((int(v.p), int(v.q)) for v in row) for row in m) for m in vals]
+        prefix_maps[k] = np.array([[[al.q_float(v) for v in row] for row in m] for m in vals]).reshape(N, -1, 3)
+    from fractions import Fraction
+
+    def frac(v) -> Fraction:
+        return Fraction(int(v.p), int(v.q))
+
+    wit = []
+    for t in traps:
+        wx, wy = t.witness()
+        wit.append((frac(cq[0] + hq[0] * wx), frac(cq[1] + hq[1] * wy)))
+    return Cells(
+        domain=domain,
+        traps=ft,
+        codes=codes,
+        maps=maps,
+        centre=c,
+        half=h,
+        ties=sum(t.tied for t in traps),
+        kind="spline" if eng.cubic else "linear",
+        adjacency=(E, n_walls),
+        certified=True,
+        map_keys=out_keys,
+        degree=eng.sp.degree,
+        rational_witness=wit,
+        exact_traps=traps,
+        prefix_maps=prefix_maps,
+        prefix_keys=prefix_keys,
+    )
+
+
+def _arc_cmp(arcs: dict, x, p, q) -> int:
+    return _ycmp(arcs[p], arcs[q], x)
+
+
+def _key_cmp(xs: dict, p, q) -> int:
+    return al.cmp(xs[p], xs[q])
+
+
+def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
+    """``(V, E, F)`` of the trapezoidal complex, decided exactly: ``F`` trapezoids (open disks); ``V`` the
+    distinct corner points (at each cut ``x`` the branch values of the arcs ending there, sorted and merged
+    by exact comparison); ``E`` the elementary pieces of walls (between consecutive vertices at one ``x``,
+    covered by a wall of positive length) and of arcs (between consecutive corner ``x`` along one arc, covered
+    by a trapezoid bordering it). A subdivision of the rectangle has ``V - E + F = 1``."""
+    byx: dict = {}
+    for n, t in enumerate(traps):
+        for x in (t.a, t.b):
+            byx.setdefault(x.key, (x, []))[1].append(n)
+    V = E = 0
+    for x, members in byx.values():
+        arcs: dict = {}
+        for n in members:
+            for arc in (traps[n].L, traps[n].U):
+                arcs.setdefault((_qkey(arc.Q), arc.k), arc)
+        order = sorted(arcs, key=functools.cmp_to_key(functools.partial(_arc_cmp, arcs, x)))
+        level: dict = {}
+        lev = -1
+        for i, k in enumerate(order):
+            if i == 0 or _ycmp(arcs[order[i - 1]], arcs[k], x) != 0:
+                lev += 1
+            level[k] = lev
+        V += lev + 1
+        covered: set = set()
+        for n in members:
+            t = traps[n]
+            lo, hi = level[(_qkey(t.L.Q), t.L.k)], level[(_qkey(t.U.Q), t.U.k)]
+            covered.update(range(lo, hi))
+        E += len(covered)
+    along: dict = {}
+    for t in traps:
+        along.setdefault(t.L.id, []).append(t)
+        along.setdefault(t.U.id, []).append(t)
+    for ts in along.values():
+        xs: dict = {}
+        for t in ts:
+            xs.setdefault(t.a.key, t.a)
+            xs.setdefault(t.b.key, t.b)
+        keys = sorted(xs, key=functools.cmp_to_key(functools.partial(_key_cmp, xs)))
+        pos = {k: i for i, k in enumerate(keys)}
+        covered = set()
+        for t in ts:
+            covered.update(range(pos[t.a.key], pos[t.b.key]))
+        E += len(covered)
+    return V, E, len(traps)

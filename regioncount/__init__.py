@@ -29,6 +29,7 @@ _EXPORTS = {
     "Slice": "._domain",
     "AffineSlice": "._domain",
     "slice_through": "._domain",
+    "domain_from_dict": "._domain",
     "count_decisions": "._decide",
     "class_of_cells": "._decide",
     # labels of results (str enums: members equal their strings)
@@ -144,6 +145,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         Box as Box,
         Segment as Segment,
         Slice as Slice,
+        domain_from_dict as domain_from_dict,
         slice_through as slice_through,
     )
     from ._enums import Kind as Kind, Method as Method, Picture as Picture

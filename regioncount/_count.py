@@ -139,6 +139,7 @@ def count_regions(
     if shards is not None and tiles is None:
         raise RegionCountError("disk shards hold the partitions of tiles: give tiles as well")
     t0 = time.perf_counter()
+    given = domain
     if method == Method.SAMPLE:
         from .engines._sample import count_sampled
 
@@ -219,6 +220,8 @@ def count_regions(
                         "--certify checks straight 2D partitions; curved cells are not certified yet"
                     )
                 out = _count_curved(net, domain, cap, progress, max_regions)
+                if not linear:
+                    out["linear_regions"] = None
             else:
                 st = part.stats
                 out = {
@@ -256,7 +259,7 @@ def count_regions(
                 raise _cap_error(cap, limit, max_regions) from None
             out = {
                 "regions": int(poly.n_regions),
-                "linear_regions": int(poly.linear_regions()),
+                "linear_regions": int(poly.linear_regions()) if linear else None,
                 "dimension": poly.k,
                 "exact_decisions": poly.exact_decisions,
             }
@@ -267,6 +270,7 @@ def count_regions(
             )
         out.setdefault("exact", True)
         out.update(method=method, kind=kind)
+    out["domain"] = given.as_dict()
     out["seconds"] = time.perf_counter() - t0
     return out
 

@@ -34,9 +34,10 @@ def decision_partitions(net, domain, *, max_regions: int | None = None, progress
     return base, dec, class_of_cells(dec, dnet)
 
 
-def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None) -> dict:
+def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None, linear: bool = True) -> dict:
     """``count_regions``' exact result plus ``decision_regions`` (connected regions of one predicted class),
-    ``decision_cells`` (cells of the network followed by the argmax) and per-class regions and areas."""
+    ``decision_cells`` (cells of the network followed by the argmax) and per-class regions and areas;
+    ``linear=False`` skips linear regions (``linear_regions`` is then None)."""
     from ._count import PLANE_BYTES_PER_REGION, region_kind
     from .engines._sample import DEFAULT_MEMORY_CAP
 
@@ -52,12 +53,13 @@ def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None
         ) from None
     out = {
         "regions": int(base.n_regions),
-        "linear_regions": int(base.linear_regions()),
+        "linear_regions": int(base.linear_regions()) if linear else None,
         "decision_cells": int(dec.n_regions),
         **decision_summary(dec, cls),
         "method": Method.EXACT,
         "exact": True,
         "kind": region_kind(net),
+        "domain": domain.as_dict(),
     }
     out["seconds"] = time.perf_counter() - t0
     return out

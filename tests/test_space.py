@@ -297,6 +297,9 @@ def test_count_regions_uses_the_space_engine():
     assert res["linear_regions"] == P.linear_regions()
     with pytest.raises(MemoryCapError, match="max_regions"):
         count_regions(net, BOX3, max_regions=3)
+    fast = count_regions(net, BOX3, linear=False)
+    assert fast["linear_regions"] is None and fast["regions"] == P.n_regions
+    assert fast["domain"] == {"box": {"lo": [-1.0] * 3, "hi": [1.0] * 3}}
 
 
 def test_cli_count_and_plot_on_a_three_input_model(tmp_path):

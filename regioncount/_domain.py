@@ -277,7 +277,12 @@ class AffineSlice(_RectangleParams):
 Domain = Box | Slice | AffineSlice | Segment
 
 #: The key each domain's ``as_dict()`` records it under.
-_KINDS: dict[str, type] = {"box": Box, "slice": Slice, "affine_slice": AffineSlice, "segment": Segment}
+_KINDS: dict[str, type[Box] | type[Slice] | type[AffineSlice] | type[Segment]] = {
+    "box": Box,
+    "slice": Slice,
+    "affine_slice": AffineSlice,
+    "segment": Segment,
+}
 
 
 #: The fields each kind records.

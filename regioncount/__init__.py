@@ -15,6 +15,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 _EXPORTS = {
     # entry points
     "count_regions": "._count",
+    "count_record": "._count",
+    "choose_engine": "._count",
     "region_kind": "._count",
     "as_json_ready": "._count",
     "METHODS": "._count",
@@ -112,6 +114,8 @@ _EXPORTS = {
     "Polytopes": ".results",
     "Cells": ".results",
     "certify": ".results",
+    "CountRecord": ".results",
+    "RegionResult": ".results",
     # theory (bounds are pure Python ints)
     "BOUNDS": ".theory._bounds",
     "maxout_lower": ".theory._bounds",
@@ -136,6 +140,8 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         METHODS as METHODS,
         PLANE_BYTES_PER_REGION as PLANE_BYTES_PER_REGION,
         as_json_ready as as_json_ready,
+        choose_engine as choose_engine,
+        count_record as count_record,
         count_regions as count_regions,
         region_kind as region_kind,
     )
@@ -221,7 +227,14 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         retrieval_error as retrieval_error,
         retrieval_partition as retrieval_partition,
     )
-    from .results import Cells as Cells, Partition as Partition, Polytopes as Polytopes, certify as certify
+    from .results import (
+        Cells as Cells,
+        CountRecord as CountRecord,
+        Partition as Partition,
+        Polytopes as Polytopes,
+        RegionResult as RegionResult,
+        certify as certify,
+    )
     from .theory._bounds import (
         BOUNDS as BOUNDS,
         maxout_lower as maxout_lower,

@@ -116,6 +116,29 @@ class LinePieces:
         """Number of pieces: maximal intervals of one activation code."""
         return int(self.codes.shape[0])
 
+    # -- the result protocol (results/_protocol.py) ------------------------------------------------------
+
+    @property
+    def regions(self) -> int:
+        return self.activation_pieces
+
+    def linear_regions(self) -> int:
+        """:attr:`linear_pieces` (for spline pieces: equal polynomials merged)."""
+        return self.linear_pieces
+
+    @property
+    def region_codes(self) -> np.ndarray:
+        return self.codes
+
+    @property
+    def witnesses(self) -> np.ndarray:
+        """``(n, 1)`` the midpoint ``t`` of each piece."""
+        return ((self.breaks[:-1] + self.breaks[1:]) / 2)[:, None]
+
+    @property
+    def domain(self) -> Segment:
+        return self.segment
+
     @property
     def distinct_codes(self) -> int:
         """Number of distinct codes met (a code can come back on a curved partition, never for ReLU MLPs)."""

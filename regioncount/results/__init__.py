@@ -6,11 +6,14 @@ from ._certify import certify as certify
 from ._decision import decision_labels as decision_labels, decision_summary as decision_summary
 from ._partition import Partition as Partition
 from ._polytopes import Polytopes as Polytopes
+from ._protocol import CountRecord as CountRecord, RegionResult as RegionResult
 
 __all__ = [
     "Cells",
+    "CountRecord",
     "Partition",
     "Polytopes",
+    "RegionResult",
     "certify",
     "decision_labels",
     "decision_summary",

@@ -226,6 +226,10 @@ class Cells:
         x, y = self.traps.take(self._cell_rep).witness()
         return self.centre + self.half * np.stack([x, y], 1)
 
+    # the result protocol (results/_protocol.py): per cell, not per trapezoid
+    region_codes = cell_codes
+    witnesses = witness
+
     @functools.cached_property
     def adjacency(self) -> np.ndarray:
         """Pairs ``(m, 2)`` (``a < b``) of cells sharing a boundary arc or segment of positive length."""

@@ -2,10 +2,11 @@
 
 The public surface is :data:`__all__`; everything else lives in private modules. Names are imported on first
 use, so ``import regioncount`` and the bounds (``regioncount.BOUNDS``) do not import JAX. The x64 policy is in
-``regioncount/_config.py``: JAX runs in float64 in any process that imports regioncount.
+``regioncount/_config.py``: regioncount's JAX entry points compute in float64 and leave the caller's
+``jax_enable_x64`` as they found it.
 """
 
-from . import _config  # noqa: F401  (x64 and pytree registration once JAX is imported; imports nothing heavy)
+from . import _config  # noqa: F401  (pytree registration once JAX is imported; imports nothing heavy)
 from ._lazy import lazy_exports
 
 __version__ = "0.1.0"

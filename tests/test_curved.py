@@ -1,7 +1,6 @@
 """The curved exact 2D engine: closed forms with Transformers built for them, and invariants of random
 hardmax Transformers against the forward pass, a grid and the line engine."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -181,7 +180,7 @@ def test_random_hardmax_invariants(tokens, depth, seed):
     P = _grid(200)
     W = cells.witness
     # one forward pass (one compilation) for the witnesses and the grid
-    _, codes, _ = forward_codes(program, jnp.asarray(np.concatenate([W, P])))
+    _, codes, _ = forward_codes(program, np.concatenate([W, P]))
     codes = np.asarray(codes)
     wc, gc = codes[: W.shape[0]], codes[W.shape[0] :]
     cc = cells.cell_codes
@@ -225,7 +224,7 @@ def test_relu_attention_first_op_and_beyond():
     cells = partition_curved(net, BOX)
     assert cells.kind == "spline" and cells.linear_regions() is None
     P = _grid(100)
-    _, gc, _ = forward_codes(net.lower(), jnp.asarray(P))
+    _, gc, _ = forward_codes(net.lower(), np.asarray(P, dtype=np.float64))
     assert np.array_equal(cells.cell_codes[cells.locate(P)], np.asarray(gc))
     deeper = random_transformer(tokens=2, d_model=4, depth=1, attention="relu", seed=1)
     with pytest.raises(CurvedBoundaryError, match="--method line.*--method sample"):
@@ -283,5 +282,5 @@ def test_slice_of_a_three_input_transformer():
     cells = partition_curved(net, dom)
     assert cells.exact and abs(cells.cell_area.sum() - 4.0) < 1e-9
     U = _grid(100)
-    _, gc, _ = forward_codes(net.lower(), jnp.asarray(dom.to_input(U)))
+    _, gc, _ = forward_codes(net.lower(), dom.to_input(U))
     assert np.array_equal(cells.cell_codes[cells.locate(U)], np.asarray(gc))

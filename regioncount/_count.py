@@ -4,6 +4,7 @@ op support table (``engines/_protocol.py`` ``SUPPORT``) before any work, runs it
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -350,7 +351,8 @@ def count_record(
                 "smallest_area": st["min_area"],
             }
             lin = int(part.linear_regions()) if linear else None
-            if certify:
+            # REGIONCOUNT_CERTIFY_ALL=1, a debugging aid: every exact 2D count certifies its partition
+            if certify or os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
                 from .results._certify import certify as run_certify
 
                 cert = run_certify(part, net)

@@ -4,14 +4,13 @@ row batches once the store is large, and builds the :class:`~regioncount.results
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
 from ..._domain import Box, Slice
-from ..._errors import CertificateError, DomainError, InexactError, MemoryCapError
+from ..._errors import DomainError, InexactError, MemoryCapError
 from ..._memory import check_rss
 from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
@@ -281,11 +280,4 @@ def partition_plane(
     part = Partition(
         domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad, stats=stats, copy=False
     )
-    if os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
-        # a debugging aid: every exact partition certifies itself (the test suite is run once this way)
-        from ..results._certify import certify
-
-        cert = certify(part, net)
-        if not cert["passed"]:
-            raise CertificateError(f"the certificate failed: {cert['checks']}")
     return part

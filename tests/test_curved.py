@@ -11,6 +11,7 @@ from regioncount.engines._curved import partition_curved
 from regioncount.engines._forward import forward_codes
 from regioncount.engines._line import walk_line
 from regioncount.engines._plane import partition_plane
+from regioncount.engines._sample import grid_codes
 from regioncount.networks import Block, Transformer, random_transformer
 
 BOX = Box([-1.0, -1.0], [1.0, 1.0])
@@ -88,9 +89,15 @@ def test_circles_in_general_position(k):
     rng = np.random.default_rng(k)
     th = 2 * np.pi * (np.arange(k) + rng.uniform(-0.1, 0.1, k)) / k
     centres = 0.3 * np.stack([np.cos(th), np.sin(th)], 1)
-    cells = _counts(conic_transformer([circle(c, 0.5 + 0.02 * i) for i, c in enumerate(centres)]))
+    net = conic_transformer([circle(c, 0.5 + 0.02 * i) for i, c in enumerate(centres)])
+    cells = _counts(net)
     assert cells.n_cells == k * (k - 1) + 2
-    assert cells.n_codes <= cells.n_cells
+    # the codes, a second way: every cell (area > 0.03 here) holds points of a 300 x 300 grid, and the grid's
+    # codes are exactly the cells' codes
+    _, g = grid_codes(net, BOX, 300)
+    met = {np.asarray(r, np.int32).tobytes() for r in np.asarray(g)}
+    assert met == {np.asarray(r, np.int32).tobytes() for r in cells.cell_codes}
+    assert cells.n_codes == len(met) and cells.cell_area.min() > 0.03
 
 
 def test_nested_circles():

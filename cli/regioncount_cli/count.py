@@ -211,7 +211,13 @@ def count(
                 wp = whole_plane_box(net, max_regions=cap, progress=bar)
             with LazyProgress("counting (exact)") as bar:
                 res = count_regions(
-                    net, wp.box, method="exact", memory_cap=int(memory_cap * 2**30), progress=bar, certify=certify
+                    net,
+                    wp.box,
+                    method="exact",
+                    memory_cap=int(memory_cap * 2**30),
+                    progress=bar,
+                    certify=certify,
+                    linear=not no_linear,
                 )
             res["whole_plane"] = {"box": [-wp.half_width, wp.half_width], "rounds": list(wp.rounds)}
             return res

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,7 +16,9 @@ from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
 from .engines._protocol import first_refusal
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
-from .results._protocol import CountRecord
+
+if TYPE_CHECKING:
+    from .results._protocol import CountRecord
 
 #: Dimensions beyond which the space engine is not tried (vertices and facets grow too fast).
 MAX_SPACE_DIM = 8
@@ -252,6 +255,8 @@ def count_record(
         )
     if shards is not None and tiles is None:
         raise RegionCountError("disk shards hold the partitions of tiles: give tiles as well")
+    from .results._protocol import CountRecord  # here, not at import: the results load with the engines
+
     engine, dom = choose_engine(net, domain, method, tiles=tiles)
     if certify and engine == "curved":
         raise RegionCountError("--certify checks straight 2D partitions; curved cells are not certified yet")
@@ -323,7 +328,8 @@ def count_record(
                 "or use --method sample"
             ) from None
         d = tiled.as_dict()
-        lin = d.pop("linear_regions") if linear else None
+        lin = d.pop("linear_regions")
+        lin = lin if linear else None
         return record(None, d.pop("regions"), lin, d.pop("exact", True), d)
     if engine == "plane":
         from .engines._plane import partition_plane

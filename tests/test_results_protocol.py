@@ -95,3 +95,27 @@ def test_refusals_come_before_any_work():
             rc.choose_engine(soft, dom)
     with pytest.raises(rc.RegionCountError, match="out of reach"):
         rc.choose_engine(random_mlp(9, (2,), seed=0), Box(-1, 1, 9))
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["segment", "box1", "plane", "tiles", "space3", "space4", "affine3", "curved"],
+)
+def test_linear_false_leaves_linear_regions_none_for_every_engine(case):
+    mlp2, mlp4 = random_mlp(2, (5,), seed=3), random_mlp(4, (3,), seed=3)
+    net, dom, extra = {
+        "segment": (mlp2, Segment([-1.0, -1.0], [1.0, 0.5]), {}),
+        "box1": (random_mlp(1, (5,), seed=3), Box(-1, 1, 1), {}),
+        "plane": (mlp2, Box(-1, 1, 2), {}),
+        "tiles": (mlp2, Box(-1, 1, 2), {"tiles": 2}),
+        "space3": (random_mlp(3, (4,), seed=3), Box(-1, 1, 3), {}),
+        "space4": (mlp4, Box(-1, 1, 4), {}),
+        "affine3": (mlp4, rc.AffineSlice(np.zeros(4), np.eye(4)[:, :3], -1, 1), {}),
+        # hardmax past the first block: the plane engine meets a quadric boundary, the curved engine counts
+        "curved": (random_transformer(tokens=2, d_model=4, depth=2, seed=1), Box(-1, 1, 2), {}),
+    }[case]
+    full = rc.count_regions(net, dom, **extra)
+    fast = rc.count_regions(net, dom, linear=False, **extra)
+    assert isinstance(full["linear_regions"], int) and fast["linear_regions"] is None
+    assert fast["regions"] == full["regions"] and fast["domain"] == full["domain"] == dom.as_dict()
+    assert (full.get("engine") == "curved") is (case == "curved") and ("tiles" in full) is (case == "tiles")

@@ -236,8 +236,10 @@ def region_source(
     """The exact partition of ``domain`` where the ``plane`` engine can make it, else a sampled image.
 
     ``sampled=True`` or a ``grid`` forces the sampled image (``grid`` points per axis, default
-    :data:`DEFAULT_GRID`). Falls back to sampling on curved boundaries (:class:`CurvedBoundaryError`:
-    quadric hardmax boundaries, ReLU-attention spline pieces) and on partitions above ``max_regions``.
+    :data:`DEFAULT_GRID`). The engine comes from :func:`~regioncount.choose_engine` before any work: the
+    curved engine for ReLU attention, else the plane engine, which hands over to the curved engine where it
+    meets a quadric hardmax boundary; it falls back to sampling where the curved engine meets a boundary of
+    degree above 2 (:class:`CurvedBoundaryError`) and on partitions above ``max_regions``.
     Softmax attention raises :class:`NotPiecewiseError`; a wrong domain raises :class:`DomainError`.
     """
     from ..engines._plane import partition_plane
@@ -247,10 +249,17 @@ def region_source(
     _check_plane_domain(program, domain)
     reason = "asked for a sampled picture"
     if not sampled and grid is None:
-        try:
-            return RegionSource(net, domain, partition=partition_plane(net, domain, max_regions=max_regions))
-        except CurvedBoundaryError as e:
-            reason = str(e)
+        from .._count import choose_engine
+
+        engine = choose_engine(net, domain)[0]  # the support table: plane, or curved (ReLU attention)
+        if engine == "plane":
+            try:
+                return RegionSource(net, domain, partition=partition_plane(net, domain, max_regions=max_regions))
+            except CurvedBoundaryError as e:  # a quadric hardmax boundary: the weights decide it, not the ops
+                reason, engine = str(e), "curved"
+            except MemoryCapError as e:
+                reason = f"more than {max_regions:,} regions for an exact picture ({e})"
+        if engine == "curved":
             # conic boundaries: the curved engine draws them exactly (its trapezoids count against the cap)
             from ..engines._curved import partition_curved
 
@@ -260,8 +269,6 @@ def region_source(
                 reason = str(e2)
             except MemoryCapError as e2:
                 reason = f"more than {max_regions:,} trapezoids for an exact picture of curved cells ({e2})"
-        except MemoryCapError as e:
-            reason = f"more than {max_regions:,} regions for an exact picture ({e})"
     return RegionSource(net, domain, image=sample_image(net, domain, grid or DEFAULT_GRID), reason=reason)
 
 

@@ -16,7 +16,6 @@ import argparse
 import json
 import time
 
-import jax.numpy as jnp
 import numpy as np
 
 from regioncount import Box, Segment, forward_codes, partition_curved, walk_line
@@ -57,14 +56,14 @@ def check(tokens: int, depth: int, seed: int, grid: int, segments: int = 5) -> d
     for lo in range(0, grid, 100):  # 100 columns of the lattice at a time (one compilation: equal shapes)
         X, Y = np.meshgrid(xs[lo : lo + 100], xs, indexing="ij")
         P = np.stack([X.ravel(), Y.ravel()], 1)
-        _, codes, _ = forward_codes(program, jnp.asarray(P))
+        _, codes, _ = forward_codes(program, np.asarray(P, dtype=np.float64))
         codes = np.asarray(codes)
         where = cells.locate(P)
         located += int(np.count_nonzero(where >= 0))
         mismatched += int(np.count_nonzero(np.any(cells.cell_codes[np.maximum(where, 0)] != codes, axis=1)))
         grid_codes.update(map(bytes, codes.astype(np.int32)))
     pieces, bad_pieces = segment_mismatches(net, cells, segments, seed)
-    _, wc, _ = forward_codes(program, jnp.asarray(cells.witness))
+    _, wc, _ = forward_codes(program, cells.witness)
     E = cells.adjacency
     cc = cells.cell_codes
     return {

@@ -2,10 +2,11 @@
 
 The public surface is :data:`__all__`; everything else lives in private modules. Names are imported on first
 use, so ``import regioncount`` and the bounds (``regioncount.BOUNDS``) do not import JAX. The x64 policy is in
-``regioncount/_config.py``: JAX runs in float64 in any process that imports regioncount.
+``regioncount/_config.py``: regioncount's JAX entry points compute in float64 and leave the caller's
+``jax_enable_x64`` as they found it.
 """
 
-from . import _config  # noqa: F401  (x64 and pytree registration once JAX is imported; imports nothing heavy)
+from . import _config  # noqa: F401  (pytree registration once JAX is imported; imports nothing heavy)
 from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
@@ -15,6 +16,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 _EXPORTS = {
     # entry points
     "count_regions": "._count",
+    "count_record": "._count",
+    "choose_engine": "._count",
     "region_kind": "._count",
     "as_json_ready": "._count",
     "METHODS": "._count",
@@ -29,6 +32,7 @@ _EXPORTS = {
     "Slice": "._domain",
     "AffineSlice": "._domain",
     "slice_through": "._domain",
+    "domain_from_dict": "._domain",
     "count_decisions": "._decide",
     # an atlas page's data: the exact partition as drawable pieces, codes, maps and views
     "Atlas": "._atlas_data",
@@ -132,6 +136,8 @@ _EXPORTS = {
     "Topology": ".results",
     "topology": ".results",
     "certify": ".results",
+    "CountRecord": ".results",
+    "RegionResult": ".results",
     # theory (bounds are pure Python ints)
     "BOUNDS": ".theory._bounds",
     "maxout_lower": ".theory._bounds",
@@ -157,6 +163,8 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         METHODS as METHODS,
         PLANE_BYTES_PER_REGION as PLANE_BYTES_PER_REGION,
         as_json_ready as as_json_ready,
+        choose_engine as choose_engine,
+        count_record as count_record,
         count_regions as count_regions,
         region_kind as region_kind,
     )
@@ -170,6 +178,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         Box as Box,
         Segment as Segment,
         Slice as Slice,
+        domain_from_dict as domain_from_dict,
         slice_through as slice_through,
     )
     from ._enums import Kind as Kind, Method as Method, Picture as Picture
@@ -263,8 +272,10 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     )
     from .results import (
         Cells as Cells,
+        CountRecord as CountRecord,
         Partition as Partition,
         Polytopes as Polytopes,
+        RegionResult as RegionResult,
         Topology as Topology,
         certify as certify,
         topology as topology,

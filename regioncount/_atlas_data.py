@@ -32,14 +32,12 @@ import numpy as np
 
 from ._errors import CurvedBoundaryError, MemoryCapError, RegionCountError
 from ._views import (
-    _check_piecewise,
-    _check_plane_domain,
-    _input_bbox,
     domain_info,
     level_segments,
     level_values,
     truncations as _truncations,
 )
+from ._views._source import _check_piecewise, _check_plane_domain, _input_bbox
 from .networks import check_domain, lower, walk_widths
 from .networks._ops import Attention, GroupMax, ReLU, code_length, op_code_length
 from .results import Cells, Partition

@@ -1,19 +1,24 @@
-"""Process-wide JAX settings, applied without importing JAX.
+"""JAX settings, applied without importing JAX.
 
-x64 policy: regioncount computes in float64 everywhere, so it switches JAX's ``jax_enable_x64`` on for the
-whole process (default dtypes of every JAX array in it become 64-bit). It does so when JAX is first imported
-in the process, or at once if JAX was already imported when regioncount was; ``import regioncount`` itself
-never imports JAX, so the bounds, the NumPy engines and ``--help`` start without it.
+x64 policy: regioncount computes in float64, and only where it computes. Its JAX entry points (the forward
+passes of ``engines/_forward.py``, ``fit_relation``) run inside :func:`x64`, JAX's ``enable_x64`` context, and
+are traced there; the caller's ``jax_enable_x64`` is left as it was, in every thread. ``import regioncount``
+itself never imports JAX, so the bounds, the NumPy engines and ``--help`` start without it.
 
-The same hook registers regioncount's network classes as JAX pytrees (:func:`when_jax_imported`): a network
-built before JAX is imported still passes through ``jax.jit`` afterwards.
+An import hook (:func:`when_jax_imported`) registers regioncount's network classes as JAX pytrees when JAX is
+first imported (at once if it already is): a network built before JAX is imported still passes through
+``jax.jit`` afterwards. It touches only regioncount's own classes.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from types import ModuleType
+from typing import TypeVar
+
+_F = TypeVar("_F", bound=Callable)
 
 #: Memory cap (bytes) of a run when none is given: the sample engine's distinct-code table, the plane engine's
 #: regions. Here, not in an engine, so that the NumPy path reads it without importing JAX.
@@ -74,8 +79,22 @@ class _JaxImportHook:
         return spec
 
 
-def _enable_x64(jax: ModuleType) -> None:
-    jax.config.update("jax_enable_x64", True)
+def x64():
+    """A context in which JAX computes in 64 bits; on exit the caller's ``jax_enable_x64`` is back."""
+    import jax
+
+    enable = getattr(jax, "enable_x64", None)
+    if enable is None:  # JAX before 0.5 kept the context in jax.experimental
+        from jax.experimental import enable_x64 as enable
+    return enable(True)
 
 
-when_jax_imported(_enable_x64)
+def in_x64(fn: _F) -> _F:
+    """``fn`` run inside :func:`x64` (a jitted ``fn`` is then traced and compiled in 64 bits)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with x64():
+            return fn(*args, **kwargs)
+
+    return run  # type: ignore[return-value]

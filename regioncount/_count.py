@@ -1,16 +1,24 @@
-"""One entry point over the three engines: :func:`count_regions` returns the JSON-ready result of DESIGN §6."""
+"""One entry point over the engines: :func:`count_record` chooses the engine from the method, the domain and the
+op support table (``engines/_protocol.py`` ``SUPPORT``) before any work, runs it, and returns one
+:class:`~regioncount.results.CountRecord`; :func:`count_regions` returns its JSON-ready dict (DESIGN §6)."""
 
 from __future__ import annotations
 
+import os
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._config import DEFAULT_MEMORY_CAP
-from ._domain import AffineSlice, Box, Segment, Slice
+from ._domain import AffineSlice, Box, Domain, Segment, Slice
 from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
+from .engines._protocol import first_refusal
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
+
+if TYPE_CHECKING:
+    from .results._protocol import CountRecord
 
 #: Dimensions beyond which the space engine is not tried (vertices and facets grow too fast).
 MAX_SPACE_DIM = 8
@@ -66,12 +74,10 @@ def _cap_error(cap: int, limit: int, max_regions: int | None) -> MemoryCapError:
 CURVED_BYTES_PER_TRAP = 10_240
 
 
-def _count_curved(net, domain, cap: int, progress, max_regions: int | None, certify: bool = False) -> dict:
-    """The curved engine's counts: ``regions`` are connected cells, ``codes`` distinct codes; ``exact`` is
-    True where the certified engine decided the partition (python-flint; small partitions by default, every
-    partition with ``certify``). ``max_regions`` caps the trapezoids (every cell is one or more of them, so
-    the cap is conservative). ``certify`` adds ``certificate`` (witness codes by an exact forward pass,
-    neighbours' codes, areas) and raises :class:`CertificateError` when a check fails."""
+def _run_curved(net, domain, cap: int, progress, max_regions: int | None, certify: bool = False):
+    """The curved engine's cells; ``max_regions`` caps the trapezoids (every cell is one or more of them, so the
+    cap is conservative). ``exact`` is True where the certified engine decided the partition (python-flint;
+    small partitions by default, every partition with ``certify``)."""
     from .engines._curved import partition_curved
 
     max_traps = max(1, cap // CURVED_BYTES_PER_TRAP)
@@ -80,27 +86,73 @@ def _count_curved(net, domain, cap: int, progress, max_regions: int | None, cert
     try:
         if certify:
             try:
-                cells = partition_curved(net, domain, max_traps=max_traps, certified=True)
+                return partition_curved(net, domain, max_traps=max_traps, certified=True)
             except ImportError as e:
                 raise RegionCountError(f"--certify on curved cells: {e}") from None
-        else:
-            cells = partition_curved(net, domain, progress=progress, max_traps=max_traps)
+        return partition_curved(net, domain, progress=progress, max_traps=max_traps)
     except MemoryCapError:
         raise MemoryCapError(
             f"the curved partition passed {max_traps:,} trapezoids, about what fits in the "
             f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, shrink the domain, or use --method sample"
         ) from None
-    out = cells.summary()
-    out["engine"] = "curved"
-    if certify:
-        from .engines._curved_certify import certify_cells
 
-        cert = certify_cells(cells, net)
-        out["certificate"] = cert
-        if not cert["passed"]:
-            failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
-            raise CertificateError("the certificate failed: " + "; ".join(failed))
-    return out
+
+#: The engines :func:`choose_engine` names.
+ENGINES = ("sample", "line", "plane", "tiles", "curved", "space")
+
+
+def choose_engine(net, domain, method: Method | str = Method.EXACT, *, tiles=None) -> tuple[str, Domain]:
+    """The engine that counts ``net`` on ``domain`` with ``method``, and the domain it runs on, decided before any
+    work from the method, the domain's dimension and the support table (``engines/_protocol.py``).
+
+    ``"sample"`` for ``method="sample"``; ``"line"`` for a segment, a 1D box or slice, or ``method="line"`` (a
+    box's diagonal); for ``method="exact"`` in 2D ``"plane"`` (``"tiles"`` with ``tiles``), or ``"curved"`` where
+    the plane engine's row refuses an op as curved (ReLU attention) and the curved engine's row supports every
+    op; ``"space"`` for dimension 3 to :data:`MAX_SPACE_DIM`. An op that no applicable engine runs raises that
+    engine's refusal here. (Hardmax attention past a piecewise op may still meet a curved boundary in the plane
+    engine, which depends on the weights, not the ops: :func:`count_record` then hands over to ``"curved"``.)
+    """
+    method = Method(method)
+    if method == Method.SAMPLE:
+        return "sample", domain
+    if isinstance(domain, Box) and domain.dim == 1:
+        domain = Segment(domain.lo, domain.hi)
+    if isinstance(domain, AffineSlice) and domain.dim <= 2:
+        domain = _lower_slice(domain)
+    if method == Method.LINE and isinstance(domain, Box):
+        domain = default_segment(domain)
+    ops = [op for op, _, _ in walk_widths(lower(net))]
+    if isinstance(domain, Segment):
+        engine = "line"
+    elif method == Method.EXACT and (isinstance(domain, Slice) or domain.dim == 2):
+        refusal = first_refusal("plane", ops)
+        if refusal is not None and refusal.error is CurvedBoundaryError and first_refusal("curved", ops) is None:
+            if tiles is not None:
+                raise RegionCountError(
+                    "tiles split straight 2D partitions, and this network's cells are curved: drop --tiles"
+                )
+            return "curved", domain
+        engine = "plane" if tiles is None else "tiles"
+        if refusal is not None:
+            refusal.raise_()
+        return engine, domain
+    elif method == Method.EXACT and (isinstance(domain, AffineSlice) or domain.dim >= 3):
+        if domain.dim > MAX_SPACE_DIM:
+            raise RegionCountError(
+                f"an exact partition of a {domain.dim}-dimensional domain is out of reach (at most "
+                f"{MAX_SPACE_DIM} dimensions): give a 2D or 3D slice (--origin with --dir1/--dir2 or repeated "
+                "--dir) or use --method sample"
+            )
+        engine = "space"
+    else:
+        raise RegionCountError(
+            f"exact counting of a {type(domain).__name__} of dimension {domain.dim} is not supported: give a box, "
+            "a slice (--origin with --dir1/--dir2 or repeated --dir), a segment, or use --method sample"
+        )
+    refusal = first_refusal(engine, ops)
+    if refusal is not None:
+        refusal.raise_()
+    return engine, domain
 
 
 def count_regions(
@@ -120,7 +172,8 @@ def count_regions(
     client=None,
     shards=None,
 ) -> dict:
-    """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict.
+    """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict: the
+    :meth:`~regioncount.results.CountRecord.as_dict` of :func:`count_record`, which takes the same arguments.
 
     ``method="sample"``: distinct codes on a grid or random points (a lower bound; adds ``samples``, ``f1``,
     ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
@@ -128,7 +181,8 @@ def count_regions(
     exact space partition for a box of dimension >= 3 or an :class:`AffineSlice` (adds ``dimension`` and
     ``exact_decisions``, the vertex signs decided in rational arithmetic), or the line engine on a 1D box /
     segment; ``max_regions`` caps an exact partition below what ``memory_cap`` allows. Always present:
-    ``regions``, ``linear_regions`` (None where not computed), ``method``, ``exact``, ``seconds``, ``kind``.
+    ``regions``, ``linear_regions`` (None where not computed), ``method``, ``exact``, ``seconds``, ``kind``,
+    ``domain`` (the domain given, as its ``as_dict()``).
     An exact 2D count adds ``predicates`` (vertex sign tests), ``exact_predicates`` (those decided in exact
     rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
     floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
@@ -141,7 +195,60 @@ def count_regions(
     merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
     runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
     folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
+
+    Examples
+    --------
+    Eight ReLU units of one hidden layer cut the square along eight lines; a sampled count is a lower bound:
+
+    >>> import regioncount as rc
+    >>> net = rc.random_mlp(2, (8,), seed=0)
+    >>> res = rc.count_regions(net, rc.Box(-2, 2, 2))
+    >>> res["regions"] <= 1 + 8 + 8 * 7 // 2, res["exact"], res["method"]
+    (True, True, 'exact')
+    >>> res["regions"] == rc.partition_plane(net, rc.Box(-2, 2, 2)).n_regions
+    True
+    >>> low = rc.count_regions(net, rc.Box(-2, 2, 2), method="sample", grid=200)
+    >>> low["regions"] <= res["regions"], low["exact"]
+    (True, False)
     """
+    return count_record(
+        net,
+        domain,
+        method=method,
+        grid=grid,
+        samples=samples,
+        seed=seed,
+        memory_cap=memory_cap,
+        max_regions=max_regions,
+        progress=progress,
+        certify=certify,
+        linear=linear,
+        tiles=tiles,
+        client=client,
+        shards=shards,
+    ).as_dict()
+
+
+def count_record(
+    net,
+    domain,
+    *,
+    method: Method | str = Method.EXACT,
+    grid: int | None = None,
+    samples: int | None = None,
+    seed: int = 0,
+    memory_cap: int | None = None,
+    max_regions: int | None = None,
+    progress=None,
+    certify: bool = False,
+    linear: bool = True,
+    tiles=None,
+    client=None,
+    shards=None,
+) -> CountRecord:
+    """As :func:`count_regions`, as a :class:`~regioncount.results.CountRecord` that also holds the result
+    object counted (``record.result``: a :class:`Partition`, :class:`Polytopes`, :class:`Cells`,
+    :class:`LinePieces` or :class:`SampleCount`; None for a tiled count)."""
     if certify and method != Method.EXACT:
         raise RegionCountError("certify applies to exact 2D counts (method 'exact')")
     if method not in METHODS:
@@ -154,133 +261,134 @@ def count_regions(
         )
     if shards is not None and tiles is None:
         raise RegionCountError("disk shards hold the partitions of tiles: give tiles as well")
+    from .results._protocol import CountRecord  # here, not at import: the results load with the engines
+
+    engine, dom = choose_engine(net, domain, method, tiles=tiles)
+    cap = memory_cap or DEFAULT_MEMORY_CAP
     t0 = time.perf_counter()
-    if method == Method.SAMPLE:
+
+    def record(result, regions, linear_regions, exact, details) -> CountRecord:
+        return CountRecord(
+            regions=int(regions),
+            linear_regions=linear_regions,
+            exact=bool(exact),
+            method=method,
+            kind=kind,
+            domain=domain,
+            seconds=time.perf_counter() - t0,
+            details=details,
+            result=result,
+        )
+
+    if engine == "sample":
         from .engines._sample import count_sampled
 
         if grid is None and samples is None:
             grid = 1000 if domain.dim <= 2 else None
             samples = None if grid else 1_000_000
         res = count_sampled(
-            net,
-            domain,
-            grid=grid,
-            samples=samples,
-            seed=seed,
-            memory_cap=memory_cap or DEFAULT_MEMORY_CAP,
-            progress=progress,
-            client=client,
+            net, domain, grid=grid, samples=samples, seed=seed, memory_cap=cap, progress=progress, client=client
         )
-        out = res.as_dict()
-        out.pop("exact")
-        out.update(method=Method.SAMPLE, exact=False, linear_regions=None, kind=kind)
-    else:
-        if isinstance(domain, Box) and domain.dim == 1:
-            domain = Segment(domain.lo, domain.hi)
-        if isinstance(domain, AffineSlice) and domain.dim <= 2:
-            domain = _lower_slice(domain)
-        if method == Method.LINE and isinstance(domain, Box):
-            domain = default_segment(domain)
-        if isinstance(domain, Segment):
-            from .engines._line import walk_line
+        details = res.as_dict()
+        for key in ("regions", "exact", "seconds"):
+            details.pop(key)
+        return record(res, res.regions, None, False, details)
+    if engine == "line":
+        from .engines._line import walk_line
 
-            pieces = walk_line(net, domain)
-            out = {
-                "regions": int(pieces.activation_pieces),
-                "linear_regions": int(pieces.linear_pieces) if linear else None,
-                "ties": int(pieces.ties),
-                "segment": {"a": domain.a.tolist(), "b": domain.b.tolist()},
-                # ReLU/Maxout: every predicate exact (float bound, else rationals); attention: tolerances
-                "exact": bool(pieces.exact),
-                "predicates": int(pieces.predicates),
-                "exact_predicates": int(pieces.exact_predicates),
-            }
-        elif method == Method.EXACT and (isinstance(domain, Slice) or domain.dim == 2):
-            from .engines._plane import partition_plane
+        assert isinstance(dom, Segment)  # choose_engine lowered the domain
+        pieces = walk_line(net, dom)
+        details = {
+            "ties": int(pieces.ties),
+            "segment": {"a": dom.a.tolist(), "b": dom.b.tolist()},
+            # ReLU/Maxout: every predicate exact (float bound, else rationals); attention: tolerances
+            "predicates": int(pieces.predicates),
+            "exact_predicates": int(pieces.exact_predicates),
+        }
+        lin = int(pieces.linear_regions()) if linear else None
+        return record(pieces, pieces.regions, lin, pieces.exact, details)
+    if engine == "space":
+        from .engines._space import partition_space
 
-            cap = memory_cap or DEFAULT_MEMORY_CAP
-            limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
-            if tiles is not None:
-                from .engines._tiles import count_tiled
+        limit = _region_limit(cap, SPACE_BYTES_PER_REGION, max_regions)
+        try:
+            poly = partition_space(net, dom, progress=progress, max_regions=limit)
+        except MemoryCapError:
+            raise _cap_error(cap, limit, max_regions) from None
+        lin = int(poly.linear_regions()) if linear else None
+        return record(poly, poly.regions, lin, True, {"dimension": poly.k, "exact_decisions": poly.exact_decisions})
+    limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
+    if engine == "tiles":
+        from .engines._tiles import count_tiled
 
-                try:
-                    out = count_tiled(
-                        net, domain, tiles, client=client, max_regions=limit, shards=shards, progress=progress
-                    ).as_dict()
-                except ResidentMemoryError:
-                    raise
-                except MemoryCapError:
-                    raise MemoryCapError(
-                        f"the partition of a tile passed {limit:,} regions, about what fits in the "
-                        f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, use more --tiles, shrink the domain, "
-                        "or use --method sample"
-                    ) from None
-                out.setdefault("exact", True)
+        try:
+            tiled = count_tiled(net, dom, tiles, client=client, max_regions=limit, shards=shards, progress=progress)
+        except ResidentMemoryError:
+            raise
+        except MemoryCapError:
+            raise MemoryCapError(
+                f"the partition of a tile passed {limit:,} regions, about what fits in the "
+                f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap, use more --tiles, shrink the domain, "
+                "or use --method sample"
+            ) from None
+        d = tiled.as_dict()
+        lin = d.pop("linear_regions")
+        lin = lin if linear else None
+        return record(None, d.pop("regions"), lin, d.pop("exact", True), d)
+    if engine == "plane":
+        from .engines._plane import partition_plane
+
+        try:
+            part = partition_plane(net, dom, progress=progress, max_regions=limit)
+        except ResidentMemoryError:
+            raise
+        except MemoryCapError:
+            raise _cap_error(cap, limit, max_regions) from None
+        except CurvedBoundaryError:
+            # a hardmax boundary that is a quadric on this domain: the weights decide it, not the ops, so the
+            # plane engine finds it; the curved engine splits along conic arcs
             part = None
-            try:
-                if tiles is None:
-                    part = partition_plane(net, domain, progress=progress, max_regions=limit)
-            except ResidentMemoryError:
-                raise
-            except MemoryCapError:
-                raise _cap_error(cap, limit, max_regions) from None
-            except CurvedBoundaryError:
-                part = None
-            if tiles is not None:
-                pass  # tiled: the merged counts are in out
-            elif part is None:
-                # curved boundaries (hardmax past its first block, ReLU attention): the curved engine
-                out = _count_curved(net, domain, cap, progress, max_regions, certify)
-            else:
-                st = part.stats
-                out = {
-                    "regions": int(part.n_regions),
-                    "linear_regions": int(part.linear_regions()) if linear else None,
-                    "predicates": st["predicates"],
-                    "exact_predicates": st["exact_predicates"],
-                    "assumed_identities": st["assumed"],
-                    "smallest_area": st["min_area"],
-                }
-                if certify:
-                    from .results._certify import certify as run_certify
-
-                    cert = run_certify(part, net)
-                    out["certificate"] = cert
-                    if not cert["passed"]:
-                        failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
-                        raise CertificateError("the certificate failed: " + "; ".join(failed))
-                out.update(method=method, exact=st["assumed"] == 0, kind=kind)
-        elif method == Method.EXACT and (isinstance(domain, AffineSlice) or domain.dim >= 3):
-            from .engines._space import partition_space
-
-            if domain.dim > MAX_SPACE_DIM:
-                raise RegionCountError(
-                    f"an exact partition of a {domain.dim}-dimensional domain is out of reach (at most "
-                    f"{MAX_SPACE_DIM} dimensions): give a 2D or 3D slice (--origin with --dir1/--dir2 or repeated "
-                    "--dir) or use --method sample"
-                )
-
-            cap = memory_cap or DEFAULT_MEMORY_CAP
-            limit = _region_limit(cap, SPACE_BYTES_PER_REGION, max_regions)
-            try:
-                poly = partition_space(net, domain, progress=progress, max_regions=limit)
-            except MemoryCapError:
-                raise _cap_error(cap, limit, max_regions) from None
-            out = {
-                "regions": int(poly.n_regions),
-                "linear_regions": int(poly.linear_regions()),
-                "dimension": poly.k,
-                "exact_decisions": poly.exact_decisions,
+        if part is not None:
+            st = part.stats
+            details = {
+                "predicates": st["predicates"],
+                "exact_predicates": st["exact_predicates"],
+                "assumed_identities": st["assumed"],
+                "smallest_area": st["min_area"],
             }
-        else:
-            raise RegionCountError(
-                f"exact counting of a {type(domain).__name__} of dimension {domain.dim} is not supported: give a box, "
-                "a slice (--origin with --dir1/--dir2 or repeated --dir), a segment, or use --method sample"
-            )
-        out.setdefault("exact", True)
-        out.update(method=method, kind=kind)
-    out["seconds"] = time.perf_counter() - t0
-    return out
+            lin = int(part.linear_regions()) if linear else None
+            # REGIONCOUNT_CERTIFY_ALL=1, a debugging aid: every exact 2D count certifies its partition
+            if certify or os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
+                from .results._certify import certify as run_certify
+
+                cert = run_certify(part, net)
+                details["certificate"] = cert
+                if not cert["passed"]:
+                    failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
+                    raise CertificateError("the certificate failed: " + "; ".join(failed))
+            return record(part, part.regions, lin, part.exact, details)
+    cells = _run_curved(net, dom, cap, progress, max_regions, certify)
+    details = {
+        "codes": cells.n_codes,
+        "trapezoids": cells.n_traps,
+        "order_violations": cells.order_violations,
+        "area_error": cells.area_error,
+        "ties": cells.ties,
+        "largest_degree": cells.degree,
+        "cells": "connected cells bounded by segments and conic arcs",
+        "predicates": "exact (algebraic)" if cells.certified else "float64 with thresholds",
+        "engine": "curved",
+    }
+    if certify:
+        from .engines._curved_certify import certify_cells
+
+        cert = certify_cells(cells, net)
+        details["certificate"] = cert
+        if not cert["passed"]:
+            failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
+            raise CertificateError("the certificate failed: " + "; ".join(failed))
+    lin = cells.linear_regions() if linear else None
+    return record(cells, cells.regions, lin, cells.exact, details)
 
 
 def as_json_ready(obj):

@@ -52,11 +52,13 @@ def decision_topology(net, domain, *, max_regions: int | None = None, progress=N
     return topology(part, class_of_cells(part, dnet))
 
 
-def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None) -> dict:
+def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None, linear: bool = True) -> dict:
     """``count_regions``' exact result plus ``decision_regions`` (connected regions of one predicted class),
-    ``decision_cells`` (cells of the network followed by the argmax) and per-class regions and areas."""
+    ``decision_cells`` (cells of the network followed by the argmax) and per-class regions and areas;
+    ``linear=False`` skips linear regions (``linear_regions`` is then None)."""
+    from ._config import DEFAULT_MEMORY_CAP
     from ._count import PLANE_BYTES_PER_REGION, region_kind
-    from .engines._sample import DEFAULT_MEMORY_CAP
+    from .results import CountRecord
 
     cap = memory_cap or DEFAULT_MEMORY_CAP
     max_regions = max(1, cap // PLANE_BYTES_PER_REGION)
@@ -68,15 +70,18 @@ def count_decisions(net, domain, *, memory_cap: int | None = None, progress=None
             f"the exact partition passed {max_regions:,} regions, about what fits in the "
             f"{cap / 2**30:.2f} GiB memory cap: raise --memory-cap or shrink the domain"
         ) from None
-    out = {
-        "regions": int(base.n_regions),
-        "linear_regions": int(base.linear_regions()),
-        "decision_cells": int(dec.n_regions),
-        **decision_summary(dec, cls),
-        "topology": topology(dec, cls).as_dict(),
-        "method": Method.EXACT,
-        "exact": True,
-        "kind": region_kind(net),
-    }
-    out["seconds"] = time.perf_counter() - t0
-    return out
+    return CountRecord(
+        regions=base.regions,
+        linear_regions=int(base.linear_regions()) if linear else None,
+        exact=base.exact and dec.exact,  # no attention identity assumed in either partition
+        method=Method.EXACT,
+        kind=region_kind(net),
+        domain=domain,
+        seconds=time.perf_counter() - t0,
+        details={
+            "decision_cells": int(dec.n_regions),
+            **decision_summary(dec, cls),
+            "topology": topology(dec, cls).as_dict(),
+        },
+        result=base,
+    ).as_dict()

@@ -1,7 +1,11 @@
-"""Domains: a box in R^q, a 2D affine slice, a segment (DESIGN §2).
+"""Domains: a box in R^q, a 2D affine slice, a k-dimensional affine slice, a segment (DESIGN §2).
 
 Domains are immutable: their arrays are read-only float64 copies of what the caller passed (writing to one
 raises ``ValueError``), so a domain never changes under an engine or a result that holds it.
+
+Each serialises itself: ``as_dict()`` is a JSON-ready ``{kind: {field: list}}`` (the ``domain`` a count
+records), and :func:`domain_from_dict` (or ``cls.from_dict``) rebuilds the same domain from it, bit for bit
+(float64 values survive ``json`` round trips).
 
 Each maps its parameter coordinates to inputs: a box is its own parameter space; a slice maps
 ``(u1, u2)`` to ``x0 + u1 v1 + u2 v2``; a segment maps ``t in [0, 1]`` to ``a + t (b - a)``.
@@ -87,6 +91,21 @@ class Box(_RectangleParams):
         """``(x0, V)`` with ``x = x0 + V @ u``; ``V`` is ``(q, dim)``."""
         return np.zeros(self.dim), np.eye(self.dim)
 
+    def as_dict(self) -> dict:
+        """``{"box": {"lo": [...], "hi": [...]}}``.
+
+        Examples
+        --------
+        >>> Box(-1.0, 1.0, 2).as_dict()
+        {'box': {'lo': [-1.0, -1.0], 'hi': [1.0, 1.0]}}
+        """
+        return {"box": {"lo": self.lo.tolist(), "hi": self.hi.tolist()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Box:
+        b = _body(d, "box")
+        return cls(b["lo"], b["hi"])
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Slice(_RectangleParams):
@@ -112,6 +131,23 @@ class Slice(_RectangleParams):
 
     def input_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self.x0, np.stack([self.v1, self.v2], axis=1)
+
+    def as_dict(self) -> dict:
+        """``{"slice": {"origin", "dir1", "dir2", "lo", "hi"}}``."""
+        return {
+            "slice": {
+                "origin": self.x0.tolist(),
+                "dir1": self.v1.tolist(),
+                "dir2": self.v2.tolist(),
+                "lo": self.lo.tolist(),
+                "hi": self.hi.tolist(),
+            }
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Slice:
+        b = _body(d, "slice")
+        return cls(b["origin"], b["dir1"], b["dir2"], b["lo"], b["hi"])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -142,6 +178,15 @@ class Segment(_AffineDomain):
 
     def input_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self.a, (self.b - self.a)[:, None]
+
+    def as_dict(self) -> dict:
+        """``{"segment": {"from": a, "to": b}}``."""
+        return {"segment": {"from": self.a.tolist(), "to": self.b.tolist()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Segment:
+        b = _body(d, "segment")
+        return cls(b["from"], b["to"])
 
 
 def slice_through(points, margin: float = 0.75) -> tuple[Slice, np.ndarray]:
@@ -193,7 +238,7 @@ class AffineSlice(_RectangleParams):
         if box.dim != Um.shape[1]:
             raise DomainError(f"the slice has {Um.shape[1]} directions but its box has {box.dim} coordinates")
         for name, val in (("x0", x0), ("U", Um.copy()), ("lo", box.lo), ("hi", box.hi)):
-            object.__setattr__(self, name, val)
+            object.__setattr__(self, name, _frozen(val))
 
     @property
     def dim(self) -> int:
@@ -202,5 +247,75 @@ class AffineSlice(_RectangleParams):
     def input_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self.x0, self.U
 
+    def as_dict(self) -> dict:
+        """``{"affine_slice": {"origin", "dirs", "lo", "hi"}}``: ``dirs`` lists the ``k`` directions (the
+        columns of ``U``), each of the input dimension.
+
+        Examples
+        --------
+        >>> AffineSlice([0.0, 0.0, 0.0, 0.5], [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0]], -1, 1).as_dict()
+        {'affine_slice': {'origin': [0.0, 0.0, 0.0, 0.5], 'dirs': [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]], 'lo': [-1.0, -1.0, -1.0], 'hi': [1.0, 1.0, 1.0]}}
+        """
+        return {
+            "affine_slice": {
+                "origin": self.x0.tolist(),
+                "dirs": self.U.T.tolist(),
+                "lo": self.lo.tolist(),
+                "hi": self.hi.tolist(),
+            }
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AffineSlice:
+        b = _body(d, "affine_slice")
+        dirs = np.asarray(b["dirs"], dtype=np.float64)
+        if dirs.ndim != 2:
+            raise DomainError(f"an affine slice's 'dirs' must be a list of directions, got {b['dirs']!r}")
+        return cls(b["origin"], dirs.T, b["lo"], b["hi"])
+
 
 Domain = Box | Slice | AffineSlice | Segment
+
+#: The key each domain's ``as_dict()`` records it under.
+_KINDS: dict[str, type[Box] | type[Slice] | type[AffineSlice] | type[Segment]] = {
+    "box": Box,
+    "slice": Slice,
+    "affine_slice": AffineSlice,
+    "segment": Segment,
+}
+
+
+#: The fields each kind records.
+_FIELDS = {
+    "box": ("lo", "hi"),
+    "slice": ("origin", "dir1", "dir2", "lo", "hi"),
+    "affine_slice": ("origin", "dirs", "lo", "hi"),
+    "segment": ("from", "to"),
+}
+
+
+def _body(d, kind: str) -> dict:
+    """The fields of a serialised domain of ``kind``: one key, a dict holding exactly its fields."""
+    if (
+        not isinstance(d, dict)
+        or set(d) != {kind}
+        or not isinstance(d[kind], dict)
+        or set(d[kind]) != set(_FIELDS[kind])
+    ):
+        raise DomainError(f"not a serialised {kind}: expected {{{kind!r}: {{{', '.join(_FIELDS[kind])}}}}}, got {d!r}")
+    return d[kind]
+
+
+def domain_from_dict(d: dict) -> Domain:
+    """The domain that ``as_dict()`` serialised as ``d`` (a box, slice, affine slice or segment).
+
+    Examples
+    --------
+    >>> s = Slice([0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], (-1, -1), (1, 1))
+    >>> t = domain_from_dict(s.as_dict())
+    >>> type(t).__name__, t.x0.tolist(), t.as_dict() == s.as_dict()
+    ('Slice', [0.0, 0.0, 1.0], True)
+    """
+    if not isinstance(d, dict) or len(d) != 1 or next(iter(d)) not in _KINDS:
+        raise DomainError(f"not a serialised domain: expected one key of {', '.join(_KINDS)}, got {d!r}")
+    return _KINDS[next(iter(d))].from_dict(d)

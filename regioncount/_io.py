@@ -24,6 +24,7 @@ import numpy as np
 
 from ._errors import ModelFileError
 from .networks import MLP, Block, ConvNet, Maxout, RelationModel, Transformer
+from .networks._ops import Affine, GroupMax, ReLU, Residual, as_f64
 
 FORMAT_VERSION = 1
 _CONFIG_KEY = "__regioncount__"
@@ -91,8 +92,6 @@ def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
                 config[f"{name}_layers"] = len(mlp.weights)
         return arrays, config
     if isinstance(net, ConvNet):
-        from ._loaders import convnet_arrays
-
         return convnet_arrays(net)
     raise TypeError(f"cannot save a {type(net).__name__}")
 
@@ -147,8 +146,6 @@ def _from_own(data: dict, config: dict, path):
 
         return RelationModel(mlp("phi"), None if config.get("symmetric", False) else mlp("psi"))
     if arch == "convnet":
-        from ._loaders import convnet_from
-
         return convnet_from(data, config, path)
     raise ModelFileError(f"{path}: unknown architecture {arch!r} in its config")
 
@@ -277,3 +274,59 @@ def is_state_dict(path) -> bool:
             return _CONFIG_KEY not in f.files
     except Exception:
         return False
+
+
+# ------------------------------------------------------------------------------------------------
+# regioncount's own .npz layout for a ConvNet (read and written by load_model / save_model)
+
+
+def convnet_arrays(net: ConvNet) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays and JSON config of a :class:`ConvNet`: its ops as a nested list, its input shape."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def encode(ops, prefix: str) -> list[dict]:
+        out: list[dict] = []
+        for i, op in enumerate(ops):
+            key = f"{prefix}{i}"
+            if isinstance(op, Affine):
+                arrays[f"{key}.W"], arrays[f"{key}.b"] = op.W, op.b
+                out.append({"op": "affine"})
+            elif isinstance(op, ReLU):
+                out.append({"op": "relu"})
+            elif isinstance(op, GroupMax):
+                out.append({"op": "groupmax", "k": int(op.k)})
+            elif isinstance(op, Residual):
+                out.append({"op": "residual", "body": encode(op.body, f"{key}.")})
+            else:
+                raise TypeError(f"cannot save a {type(op).__name__} op of a ConvNet")
+        return out
+
+    ops = encode(net.ops, "ops.")
+    return arrays, {"arch": "convnet", "input_shape": list(net.input_shape), "ops": ops, "source": net.source}
+
+
+def convnet_from(data: dict, config: dict, path) -> ConvNet:
+    """The :class:`ConvNet` that :func:`convnet_arrays` wrote."""
+
+    def decode(items, prefix: str) -> tuple:
+        ops: list = []
+        for i, item in enumerate(items):
+            key, kind = f"{prefix}{i}", item.get("op")
+            if kind == "affine":
+                for part in ("W", "b"):
+                    if f"{key}.{part}" not in data:
+                        raise ModelFileError(f"{path}: missing array {key}.{part}")
+                ops.append(Affine(as_f64(data[f"{key}.W"]), as_f64(data[f"{key}.b"])))
+            elif kind == "relu":
+                ops.append(ReLU())
+            elif kind == "groupmax":
+                ops.append(GroupMax(int(item["k"])))
+            elif kind == "residual":
+                ops.append(Residual(decode(item["body"], f"{key}.")))
+            else:
+                raise ModelFileError(f"{path}: unknown op {kind!r} in its config")
+        return tuple(ops)
+
+    if "input_shape" not in config:
+        raise ModelFileError(f"{path}: its config has no input shape")
+    return ConvNet(decode(config.get("ops", []), "ops."), tuple(config["input_shape"]), str(config.get("source", "")))

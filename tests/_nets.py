@@ -22,3 +22,28 @@ def lines_mlp(n: int, seed: int = 0) -> MLP:
         p = np.linalg.solve(normals[[i, j]], offsets[[i, j]])
         assert np.all(np.abs(p) < 0.9), "crossing outside the box: choose another seed"
     return MLP((normals, rng.normal(size=(1, n))), (-offsets, np.zeros(1)))
+
+
+def equal_map_components(n_regions: int, adjacency, maps, rtol: float = 1e-9) -> list[set[int]]:
+    """Linear regions computed a second way, for tests: connected components (networkx) of the graph of
+    neighbouring regions whose affine maps ``maps (R, out, k+1)`` agree to ``rtol`` of their size."""
+    import networkx as nx
+
+    G = nx.Graph()
+    G.add_nodes_from(range(n_regions))
+    M = np.asarray(maps)
+    for a, b in np.asarray(adjacency).reshape(-1, 2):
+        size = max(np.abs(M[a]).max(initial=0.0), np.abs(M[b]).max(initial=0.0))
+        if np.abs(M[a] - M[b]).max(initial=0.0) <= rtol * size:
+            G.add_edge(int(a), int(b))
+    return [set(c) for c in nx.connected_components(G)]
+
+
+def assert_linear_regions_match(result, labels=None) -> None:
+    """``result.linear_regions()`` and its labels agree with :func:`equal_map_components` of its own maps
+    and adjacency: the same number, and each component one label."""
+    comps = equal_map_components(result.n_regions, result.adjacency(), result.maps)
+    assert len(comps) == result.linear_regions(), (len(comps), result.linear_regions())
+    if labels is not None:
+        for comp in comps:
+            assert len({int(labels[i]) for i in comp}) == 1

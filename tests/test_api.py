@@ -89,24 +89,54 @@ def test_bounds_and_the_numpy_engines_do_not_import_jax():
     assert regions >= pieces >= 1
 
 
-def test_networks_built_before_jax_is_imported_still_pass_through_jit_in_float64():
+def test_networks_built_before_jax_is_imported_still_pass_through_jit():
     out = _fresh_python(
         "import sys, regioncount as rc\n"
         "net = rc.random_mlp(2, [3], seed=0)\n"
         "assert 'jax' not in sys.modules\n"
         "import jax, jax.numpy as jnp\n"
-        "assert jax.config.jax_enable_x64\n"
-        "s = jax.jit(lambda n: n.weights[0].sum())(net)\n"
+        "assert not jax.config.jax_enable_x64\n"
+        "with jax.enable_x64(True):\n"
+        "    s = jax.jit(lambda n: n.weights[0].sum())(net)\n"
         "print(s.dtype, jnp.ones(2).dtype, float(s) == float(net.weights[0].sum()))"
     )
-    assert out == "float64 float64 True"
+    assert out == "float64 float32 True"
 
 
-def test_jax_imported_first_gets_x64_when_regioncount_is_imported():
-    out = _fresh_python(
-        "import jax\nassert not jax.config.jax_enable_x64\nimport regioncount\nprint(jax.numpy.ones(1).dtype)"
-    )
-    assert out == "float64"
+# In a fresh process: the caller's jax_enable_x64 (off, JAX's default, or on) before and after importing and
+# using regioncount, and what regioncount computed: the forward pass against float64 NumPy, and a sampled count.
+_X64_RUN = (
+    "import sys, json, numpy as np, jax\n"
+    "if sys.argv[1] == 'on':\n"
+    "    jax.config.update('jax_enable_x64', True)\n"
+    "before = bool(jax.config.jax_enable_x64)\n"
+    "import regioncount as rc\n"
+    "after_import = bool(jax.config.jax_enable_x64)\n"
+    "net = rc.random_mlp(2, [16, 16], seed=3)\n"
+    "X = np.random.default_rng(0).uniform(-2, 2, (64, 2))\n"
+    "Y, C, _ = rc.forward_codes(rc.lower(net), X)\n"
+    "H = X\n"
+    "for i, (W, b) in enumerate(zip(net.weights, net.biases)):\n"
+    "    H = H @ W.T + b\n"
+    "    H = np.maximum(H, 0) if i < len(net.weights) - 1 else H\n"
+    "res = rc.count_sampled(net, rc.Box(-2, 2, 2), grid=400)\n"
+    "rec = rc.count_regions(net, rc.Box(-2, 2, 2), method='sample', samples=5000)\n"
+    "print(json.dumps({'before': before, 'after_import': after_import, 'after_use': bool(jax.config.jax_enable_x64),\n"
+    "    'dtype': str(Y.dtype), 'f64': bool(np.allclose(np.asarray(Y), H, rtol=1e-13, atol=1e-13)),\n"
+    "    'sampled': [res.regions, res.f1, res.f2], 'record': [rec['regions'], rec['f1']]}))"
+)
+
+
+def test_import_regioncount_leaves_jax_config_as_it_found_it_and_still_computes_in_float64():
+    runs = {flag: json.loads(_fresh_python(_X64_RUN, flag)) for flag in ("off", "on")}
+    for flag, run in runs.items():
+        want = flag == "on"
+        assert run["before"] is want and run["after_import"] is want and run["after_use"] is want, run
+        # float64, and the float64 NumPy forward pass to 1e-13 (a float32 pass is ~1e-7 off)
+        assert run["dtype"] == "float64" and run["f64"], run
+    # the counts do not depend on the caller's setting
+    assert runs["off"]["sampled"] == runs["on"]["sampled"] and runs["off"]["record"] == runs["on"]["record"]
+    assert runs["off"]["sampled"][0] >= 1
 
 
 def test_fresh_processes_import_the_tree_under_test():

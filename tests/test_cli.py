@@ -273,3 +273,54 @@ def test_softmax_counts_only_ffn_codes_and_refuses_exact(capsys, tmp_path):
     for method in ("line", "exact"):
         code, _, err = run(capsys, "count", str(path), "--method", method)
         assert code == 1 and "smooth" in _one_error_line(err)
+
+
+@pytest.fixture
+def mlp4_file(tmp_path, capsys):
+    path = tmp_path / "mlp4.npz"
+    argv = ["build", "random-mlp", "--out", str(path), "--inputs", "4", "--widths", "4", "--seed", "1"]
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    return path
+
+
+def test_no_linear_is_honoured_on_a_4d_box_and_a_3d_slice(capsys, mlp4_file):
+    slice3 = ["--origin", "0,0,0,0.25", "--dir", "1,0,0,0", "--dir", "0,1,0,0", "--dir", "0,0,1,0"]
+    for extra in ([], slice3):
+        code, out, err = run(capsys, "count", str(mlp4_file), *extra, "--json")
+        assert code == 0, err
+        full = json.loads(out)
+        code, out, err = run(capsys, "count", str(mlp4_file), *extra, "--no-linear", "--json")
+        assert code == 0, err
+        fast = json.loads(out)
+        assert full["dimension"] == (3 if extra else 4)
+        assert isinstance(full["linear_regions"], int) and 1 <= full["linear_regions"] <= full["regions"]
+        assert fast["linear_regions"] is None and fast["regions"] == full["regions"]
+        assert "linear regions" not in run(capsys, "count", str(mlp4_file), *extra, "--no-linear")[1]
+
+
+def test_a_k_dimensional_slice_records_its_origin_and_directions(capsys, mlp4_file):
+    argv = ["count", str(mlp4_file), "--origin", "0,0,0,0.25", "--dir", "1,0,0,0", "--dir", "0,1,0,0"]
+    code, out, err = run(capsys, *argv, "--dir", "0,0,1,0.5", "--box", "-2", "2", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["dimension"] == 3
+    assert res["domain"] == {
+        "affine_slice": {
+            "origin": [0.0, 0.0, 0.0, 0.25],
+            "dirs": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5]],
+            "lo": [-2.0] * 3,
+            "hi": [2.0] * 3,
+        }
+    }
+    # the record is enough to count the same domain again
+    from regioncount import count_regions, domain_from_dict
+
+    again = count_regions(load_model(mlp4_file), domain_from_dict(res["domain"]))
+    assert again["regions"] == res["regions"] and again["domain"] == res["domain"]
+    # a 1D slice (one --dir) is recorded as the slice it is, not as the segment the line engine walks
+    code, out, err = run(capsys, "count", str(mlp4_file), "--origin", "0,0,0,0", "--dir", "1,1,0,0", "--json")
+    assert code == 0, err
+    assert json.loads(out)["domain"] == {
+        "affine_slice": {"origin": [0.0] * 4, "dirs": [[1.0, 1.0, 0.0, 0.0]], "lo": [-1.0], "hi": [1.0]}
+    }

@@ -1,7 +1,6 @@
 """The curved exact 2D engine: closed forms with Transformers built for them, and invariants of random
 hardmax Transformers against the forward pass, a grid and the line engine."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -12,6 +11,7 @@ from regioncount.engines._curved import partition_curved
 from regioncount.engines._forward import forward_codes
 from regioncount.engines._line import walk_line
 from regioncount.engines._plane import partition_plane
+from regioncount.engines._sample import grid_codes
 from regioncount.networks import Block, Transformer, random_transformer
 
 BOX = Box([-1.0, -1.0], [1.0, 1.0])
@@ -89,9 +89,15 @@ def test_circles_in_general_position(k):
     rng = np.random.default_rng(k)
     th = 2 * np.pi * (np.arange(k) + rng.uniform(-0.1, 0.1, k)) / k
     centres = 0.3 * np.stack([np.cos(th), np.sin(th)], 1)
-    cells = _counts(conic_transformer([circle(c, 0.5 + 0.02 * i) for i, c in enumerate(centres)]))
+    net = conic_transformer([circle(c, 0.5 + 0.02 * i) for i, c in enumerate(centres)])
+    cells = _counts(net)
     assert cells.n_cells == k * (k - 1) + 2
-    assert cells.n_codes <= cells.n_cells
+    # the codes, a second way: every cell (area > 0.03 here) holds points of a 300 x 300 grid, and the grid's
+    # codes are exactly the cells' codes
+    _, g = grid_codes(net, BOX, 300)
+    met = {np.asarray(r, np.int32).tobytes() for r in np.asarray(g)}
+    assert met == {np.asarray(r, np.int32).tobytes() for r in cells.cell_codes}
+    assert cells.n_codes == len(met) and cells.cell_area.min() > 0.03
 
 
 def test_nested_circles():
@@ -185,7 +191,7 @@ def test_random_hardmax_invariants(tokens, depth, seed):
     P = _grid(200)
     W = cells.witness
     # one forward pass (one compilation) for the witnesses and the grid
-    _, codes, _ = forward_codes(program, jnp.asarray(np.concatenate([W, P])))
+    _, codes, _ = forward_codes(program, np.concatenate([W, P]))
     codes = np.asarray(codes)
     wc, gc = codes[: W.shape[0]], codes[W.shape[0] :]
     cc = cells.cell_codes
@@ -229,7 +235,7 @@ def test_relu_attention_first_op_and_beyond():
     cells = partition_curved(net, BOX)
     assert cells.kind == "spline" and cells.linear_regions() is None
     P = _grid(100)
-    _, gc, _ = forward_codes(net.lower(), jnp.asarray(P))
+    _, gc, _ = forward_codes(net.lower(), np.asarray(P, dtype=np.float64))
     assert np.array_equal(cells.cell_codes[cells.locate(P)], np.asarray(gc))
     deeper = random_transformer(tokens=2, d_model=4, depth=1, attention="relu", seed=1)
     with pytest.raises(CurvedBoundaryError, match="--method line.*--method sample"):
@@ -288,5 +294,5 @@ def test_slice_of_a_three_input_transformer():
     cells = partition_curved(net, dom)
     assert cells.exact and abs(cells.cell_area.sum() - 4.0) < 1e-9
     U = _grid(100)
-    _, gc, _ = forward_codes(net.lower(), jnp.asarray(dom.to_input(U)))
+    _, gc, _ = forward_codes(net.lower(), dom.to_input(U))
     assert np.array_equal(cells.cell_codes[cells.locate(U)], np.asarray(gc))

@@ -27,6 +27,52 @@ def test_guard_stops_a_growing_process_before_the_cap():
     assert 0 < guard.tripped_at <= guard.cap
 
 
+def _guard_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "regioncount-memory-guard"]
+
+
+def test_the_guard_is_a_context_around_the_work_and_gone_after_it():
+    import regioncount._memory as mem
+
+    held = []
+    with pytest.raises(MemoryCapError, match="resident memory"):  # the interrupt, told as the cap
+        with MemoryGuard(rss_bytes() + 600 * 2**20) as guard:
+            assert len(_guard_threads()) == 1
+            for _ in range(150):
+                held.append(np.ones(20 * 2**20 // 8))
+    held.clear()
+    assert 0 < guard.tripped_at <= guard.cap and not _guard_threads()
+    with MemoryGuard(rss_bytes() + 2**30):  # a body that stays under the cap: nothing raised, nothing left
+        pass
+    assert not _guard_threads() and mem.LIMIT is None
+
+
+def test_a_command_starts_its_guard_around_its_body_only(tmp_path, capsys):
+    from regioncount_cli import _validate
+    from regioncount_cli.main import main
+
+    seen = []
+    real_enter = MemoryGuard.__enter__
+
+    def enter(self):
+        seen.append(("enter", self.cap))
+        return real_enter(self)
+
+    pytest.MonkeyPatch().setattr(MemoryGuard, "__enter__", enter)
+    try:
+        # parsing alone (a usage error) starts no guard; a command with --memory-cap runs inside one
+        assert main(["count", str(tmp_path / "none.npz"), "--memory-cap", "0"]) == 2
+        assert seen == [] and not _guard_threads()
+        argv = ["build", "random-mlp", "--out", str(tmp_path / "m.npz"), "--widths", "3", "--memory-cap", "1.5"]
+        assert main(argv) == 0 and (tmp_path / "m.npz").exists()
+        assert seen == [("enter", int(1.5 * 2**30))] and not _guard_threads() and _validate.active_guard is None
+    finally:
+        MemoryGuard.__enter__ = real_enter  # type: ignore[method-assign]
+    capsys.readouterr()
+
+
 @pytest.mark.slow
 def test_exact_count_under_the_cap_never_passes_it(tmp_path):
     from memory_cap import peak_rss_of

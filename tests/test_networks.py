@@ -9,7 +9,9 @@ from regioncount.networks import code_length
 
 def _eager(program, X):
     ys, cs = [], []
-    with jax.disable_jit():
+    from regioncount._config import x64
+
+    with jax.disable_jit(), x64():  # forward_one is the unjitted kernel: run it as the entry points do
         for x in X:
             y, c, _ = forward_one(program, jax.numpy.asarray(x))
             ys.append(np.asarray(y))
@@ -143,8 +145,18 @@ def _output(net):
     return forward_one(rc.lower(net), jax.numpy.asarray(_X))[0].sum()
 
 
+@pytest.fixture
+def in_x64():
+    """A caller who wants JAX's own transforms of a network in float64 asks for it (regioncount does not
+    switch the process to x64)."""
+    from regioncount._config import x64
+
+    with x64():
+        yield
+
+
 @pytest.mark.parametrize("name", TRANSFORM_NETS)
-def test_networks_pass_through_jit(name):
+def test_networks_pass_through_jit(name, in_x64):
     net = TRANSFORM_NETS[name]()
     first = jax.tree_util.tree_leaves(net)[0]
     # the issue's example: a network as a jitted argument (unflatten must not re-validate tracers)
@@ -156,7 +168,7 @@ def test_networks_pass_through_jit(name):
 
 
 @pytest.mark.parametrize("name", TRANSFORM_NETS)
-def test_grad_through_networks_matches_central_difference(name):
+def test_grad_through_networks_matches_central_difference(name, in_x64):
     net = TRANSFORM_NETS[name]()
     grads = jax.grad(_output)(net)
     assert type(grads) is type(net)

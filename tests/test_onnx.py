@@ -338,7 +338,19 @@ def test_cli_count_decision_through_points(cnn_files, tmp_path, cli):
     for key in ("regions", "linear_regions", "decision_regions", "decision_cells"):
         assert res[key] == lib[key]
     assert res["exact"] is True
-    assert res["decision_regions"] <= res["linear_regions"] <= res["regions"] <= res["decision_cells"]
+    # decision regions a second way: connected components (networkx) of neighbouring decision cells that
+    # predict one class; and the decision cells refine the activation regions (each code extends a region's)
+    import networkx as nx
+
+    from regioncount._decide import decision_partitions
+
+    base, dec, cls = decision_partitions(net, dom)
+    G = nx.Graph()
+    G.add_nodes_from(range(dec.n_regions))
+    G.add_edges_from((int(a), int(b)) for a, b in dec.adjacency() if cls[a] == cls[b])
+    assert nx.number_connected_components(G) == res["decision_regions"] and dec.n_regions == res["decision_cells"]
+    prefixes = {r.tobytes() for r in np.asarray(dec.codes[:, : base.code_length], np.int32)}
+    assert prefixes == {r.tobytes() for r in np.asarray(base.codes, np.int32)}
     assert partition_plane(net, dom).n_regions == res["regions"]
     png = tmp_path / "d.png"
     code, _, err = cli("plot", p, "--through", *pts, "--decision", "--out", png)

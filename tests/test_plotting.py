@@ -457,6 +457,27 @@ def test_cli_plot_extras(capsys, tmp_path, model):
     assert len(side["panels"]) == 2 and side["drawn"] == "linear regions"
 
 
+@pytest.mark.parametrize("layers", [[], ["--layers"]])
+def test_cli_plot_stats_computes_the_partition_once(capsys, tmp_path, model, monkeypatch, layers):
+    import regioncount.engines._plane as plane
+
+    calls = []
+    real = plane.partition_plane
+
+    def counted(net, domain, **kw):
+        calls.append(getattr(net, "widths", None))
+        return real(net, domain, **kw)
+
+    monkeypatch.setattr(plane, "partition_plane", counted)
+    argv = ["plot", model, "--out", tmp_path / "p.png", "--box", -2, 2, "--dpi", 30, "--stats", tmp_path / "s.png"]
+    code, _, err = run(capsys, *argv, "--graph", tmp_path / "g.png", *layers)
+    assert code == 0, err
+    # the whole network once (for the figure, the statistics and the graph); with --layers also its truncation
+    assert sorted(calls) == ([(6,), (6, 6)] if layers else [(6, 6)]), calls
+    side = json.loads((tmp_path / "p.json").read_text())
+    assert side["regions"] == real(random_mlp(2, [6, 6], init="normal", seed=0), Box(-2, 2, 2)).n_regions
+
+
 def test_cli_plot_sampled_and_slice(capsys, tmp_path):
     path = tmp_path / "m3.npz"
     save_model(random_mlp(3, [5], seed=0), path)

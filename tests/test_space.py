@@ -7,6 +7,7 @@ from math import comb
 
 import numpy as np
 import pytest
+from _nets import assert_linear_regions_match
 from typer.testing import CliRunner
 
 from regioncount import MLP, Box, Maxout, Segment, Slice, random_maxout, random_mlp, random_transformer
@@ -131,7 +132,7 @@ def test_engines_agree_on_random_networks(name):
     assert np.all(P.volumes > 0)
     if name == "mlp":
         assert count_sampled(net, box, grid=40).regions <= P.n_regions
-    assert P.linear_regions() <= P.n_regions
+    assert_linear_regions_match(P, P.linear_region_labels())  # components of equal-map neighbours (networkx)
     # every axis-aligned 2D section equals the plane engine's partition of that slice
     for z in (0.3, -0.77):
         section = partition_plane(net, Slice([0, 0, z], [1, 0, 0], [0, 1, 0], (-1, -1), (1, 1)))
@@ -297,6 +298,9 @@ def test_count_regions_uses_the_space_engine():
     assert res["linear_regions"] == P.linear_regions()
     with pytest.raises(MemoryCapError, match="max_regions"):
         count_regions(net, BOX3, max_regions=3)
+    fast = count_regions(net, BOX3, linear=False)
+    assert fast["linear_regions"] is None and fast["regions"] == P.n_regions
+    assert fast["domain"] == {"box": {"lo": [-1.0] * 3, "hi": [1.0] * 3}}
 
 
 def test_cli_count_and_plot_on_a_three_input_model(tmp_path):

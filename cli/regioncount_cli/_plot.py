@@ -286,9 +286,9 @@ def plot(
             names = [p.stem for p in through] if through is not None else None
             fig, info = figure_decision(net, dom, points=points, point_names=names, max_regions=max_regions)
             return info, {out: figure_bytes(fig, fmt, dpi)}, None
-        part = None
-        if need_exact:  # refuse before drawing anything
-            from regioncount import exact_partition
+        part = source = None
+        if need_exact:  # refuse before drawing anything; the figure then draws this partition, not a new one
+            from regioncount import RegionSource, exact_partition
 
             part, why = exact_partition(net, dom, max_regions=max_regions)
             if part is None:
@@ -296,6 +296,7 @@ def plot(
                     "--stats, --graph and --graphml need the exact partition, and this one can only be sampled "
                     f"({_no_method_advice(why or '')})"
                 )
+            source = RegionSource(net, dom, partition=part)
         fig, info = figure_regions(
             net,
             dom,
@@ -306,6 +307,7 @@ def plot(
             sampled=sampled,
             grid=grid,
             max_regions=max_regions,
+            source=source,
         )
         files = {out: figure_bytes(fig, fmt, dpi)}
         if need_exact:

@@ -4,14 +4,16 @@ Each error class has one exit status (:data:`EXIT_CODES`, documented in the READ
 one line ``regioncount: error: ...`` on stderr that names the option and the range it accepts.
 
 Option checks are typer callbacks (``typer.Option(callback=at_least(1))``), so they run while the command
-line is parsed, before a command body starts. ``--memory-cap`` (:data:`MemoryCapOpt`) also starts a
-:class:`MemoryGuard`, which reads the resident set size of the process from ``/proc/self/statm`` while the
-command runs and stops it with :class:`~regioncount.MemoryCapError` once the cap is passed.
+line is parsed, before a command body starts. A command with ``--memory-cap`` (:data:`MemoryCapOpt`) runs its
+body inside ``with MemoryGuard(cap):`` (``main.build_command`` wraps it), which reads the resident set size of
+the process from ``/proc/self/statm`` while the body runs and stops it with
+:class:`~regioncount.MemoryCapError` once the cap is passed.
 """
 
 from __future__ import annotations
 
 import _thread
+import functools
 import math
 import os
 import sys
@@ -219,6 +221,18 @@ class MemoryGuard:
             self._thread.join()
         self._thread = None
 
+    def __enter__(self) -> MemoryGuard:
+        global active_guard
+        stop_guard()
+        active_guard = self.start()
+        return self
+
+    def __exit__(self, typ, exc, tb) -> None:
+        # the guard stays active_guard until main's stop_guard(): an interrupt it sent may land after this
+        self.stop()
+        if self.tripped_at and (typ is None or issubclass(typ, KeyboardInterrupt)):
+            self.raise_if_tripped()
+
     def raise_if_tripped(self) -> None:
         """Raise :class:`MemoryCapError` if the watcher stopped the run."""
         if self.tripped_at:
@@ -228,7 +242,7 @@ class MemoryGuard:
             )
 
 
-#: The guard of the command now running (started by the --memory-cap callback, stopped by ``main``).
+#: The guard of the command now running or just run (entered around its body, cleared by ``main``).
 active_guard: MemoryGuard | None = None
 
 
@@ -241,18 +255,25 @@ def stop_guard() -> MemoryGuard | None:
     return guard
 
 
-def memory_cap_callback(ctx: typer.Context, param: typer.CallbackParam, value: float):
-    """``--memory-cap GIB``: a finite number of GiB above 0; starts the measured guard for the command."""
-    global active_guard
-    if value is None:
-        return value
-    if not (math.isfinite(value) and 0 < value <= 65536):
+def memory_cap_callback(value: float):
+    """``--memory-cap GIB``: a finite number of GiB above 0 (the guard itself runs around the command body)."""
+    if value is not None and not (math.isfinite(value) and 0 < value <= 65536):
         raise typer.BadParameter(f"must be a number of GiB above 0 and at most 65536, got {value}")
-    if ctx.resilient_parsing:
-        return value
-    stop_guard()
-    active_guard = MemoryGuard(int(value * 2**30)).start()
     return value
+
+
+def guard_memory(command) -> None:
+    """Run the click ``command``'s body inside ``with MemoryGuard(--memory-cap):`` if it has that option."""
+    fn = command.callback
+    if fn is None or not any(p.name == "memory_cap" for p in command.params):
+        return
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with MemoryGuard(int(kwargs["memory_cap"] * 2**30)):
+            return fn(*args, **kwargs)
+
+    command.callback = run
 
 
 MemoryCapOpt = Annotated[

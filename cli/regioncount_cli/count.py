@@ -216,7 +216,13 @@ def count(
                 wp = whole_plane_box(net, max_regions=cap, progress=bar)
             with LazyProgress("counting (exact)") as bar:
                 res = count_regions(
-                    net, wp.box, method="exact", memory_cap=int(memory_cap * 2**30), progress=bar, certify=certify
+                    net,
+                    wp.box,
+                    method="exact",
+                    memory_cap=int(memory_cap * 2**30),
+                    progress=bar,
+                    certify=certify,
+                    linear=not no_linear,
                 )
             res["whole_plane"] = {"box": [-wp.half_width, wp.half_width], "rounds": list(wp.rounds)}
             return res
@@ -242,7 +248,7 @@ def count(
             from regioncount import count_decisions
 
             with LazyProgress("counting decision regions") as bar:
-                return count_decisions(net, dom, memory_cap=int(memory_cap * 2**30), progress=bar)
+                return count_decisions(net, dom, memory_cap=int(memory_cap * 2**30), progress=bar, linear=not no_linear)
         with cluster(workers, scheduler) as client, LazyProgress(f"counting ({method})") as bar:
             res = count_regions(
                 net,
@@ -255,7 +261,6 @@ def count(
                 client=client,
                 shards=shards,
             )
-            res["domain"] = _domain_json(dom)
             if res.get("mode") == "grid":  # the grid the sampled count used (the default where none was given)
                 res["grid"] = grid or round(res["samples"] ** (1 / (2 if isinstance(dom, Slice) else dom.dim)))
             if per_layer:
@@ -350,24 +355,6 @@ def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start,
         checks.usage("give a slice (--origin/--dir1/--dir2) or a segment (--from/--to), not both")
     checks.check_model_file(model)
     checks.check_outputs({"--out": out}, {"MODEL": model})
-
-
-def _domain_json(dom) -> dict:
-    """The domain a result was computed on, for its JSON record."""
-
-    if isinstance(dom, Segment):
-        return {"segment": {"from": dom.a.tolist(), "to": dom.b.tolist()}}
-    if isinstance(dom, Slice):
-        return {
-            "slice": {
-                "origin": dom.x0.tolist(),
-                "dir1": dom.v1.tolist(),
-                "dir2": dom.v2.tolist(),
-                "lo": dom.lo.tolist(),
-                "hi": dom.hi.tolist(),
-            }
-        }
-    return {"box": {"lo": dom.lo.tolist(), "hi": dom.hi.tolist()}}
 
 
 def _per_layer(net, dom, options: dict[str, Any]) -> list[dict]:

@@ -59,7 +59,10 @@ def build_command(name: str) -> Any:
         holder.add_typer(obj, name=name)
     else:
         holder.command(name)(obj)
-    return typer.main.get_group(holder).commands[name]
+    command = typer.main.get_group(holder).commands[name]
+    for cmd in [command, *getattr(command, "commands", {}).values()]:  # a group: each of its subcommands
+        checks.guard_memory(cmd)
+    return command
 
 
 class _LazyCommands(MutableMapping[str, Any]):

@@ -50,6 +50,7 @@ from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from . import _conic as cn
 from ._plane import _frame  # one input frame and domain check for both exact 2D engines
 from ._protocol import Kernels, refuse_unsupported
+from ._traps import Traps, _code_dtype
 
 #: Partitions of at most this many trapezoids are recomputed by the certified engine by default (it costs
 #: about 1-3 ms per trapezoid in Python; benchmarks/README.md).
@@ -67,46 +68,6 @@ _FIRST_ID = 2
 
 _BOTTOM = np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0])  # y + 1 = 0
 _TOP = np.array([0.0, 0.0, 0.0, 0.0, 1.0, -1.0])  # y - 1 = 0
-
-
-@dataclasses.dataclass
-class Traps:
-    """Trapezoids ``x in [xa, xb]``, ``y`` between branch ``Lk`` of conic ``Lc`` and branch ``Uk`` of ``Uc``
-    (``(N, 6)`` normalised conics, ``(N,)`` int8 branches), arc ids ``Lid, Uid`` ``(N,)`` (both sides of an
-    arc carry its id) and a bounding box ``[xa, xb] x [ylo, yhi]`` that contains each trapezoid."""
-
-    xa: np.ndarray
-    xb: np.ndarray
-    Lc: np.ndarray
-    Lk: np.ndarray
-    Lid: np.ndarray
-    Uc: np.ndarray
-    Uk: np.ndarray
-    Uid: np.ndarray
-    ylo: np.ndarray
-    yhi: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return int(self.xa.shape[0])
-
-    def take(self, idx) -> Traps:
-        return Traps(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
-
-    @staticmethod
-    def concat(parts: list[Traps]) -> Traps:
-        return Traps(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(Traps)))
-
-    def lower_y(self, x) -> np.ndarray:
-        return cn.branch_y(self.Lc, self.Lk, x)
-
-    def upper_y(self, x) -> np.ndarray:
-        return cn.branch_y(self.Uc, self.Uk, x)
-
-    def witness(self) -> tuple[np.ndarray, np.ndarray]:
-        """An interior point of each trapezoid: the middle of its vertical chord at the mid ``x``."""
-        xm = (self.xa + self.xb) / 2
-        return xm, (self.lower_y(xm) + self.upper_y(xm)) / 2
 
 
 def unit_square() -> Traps:
@@ -311,12 +272,6 @@ def _score_conics(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
     G = np.ascontiguousarray(Q).reshape(n, 3 * T, e) @ np.ascontiguousarray(K).reshape(n, 3 * T, e).transpose(0, 2, 1)
     P = G.reshape(n, 3, T, 3, T).transpose(1, 3, 0, 2, 4)  # P[c, c2, n, i, j] = <Q_i[c], K_j[c2]>
     return np.stack([P[0, 0], P[0, 1] + P[1, 0], P[1, 1], P[0, 2] + P[2, 0], P[1, 2] + P[2, 1], P[2, 2]], axis=-1)
-
-
-def _code_dtype(largest: int):
-    """The narrowest integer type for code entries ``0 .. largest``: the codes are most of the memory that
-    follows the trapezoids (one entry per unit per block), so bits and small argmax indices take a byte."""
-    return np.int8 if largest <= 127 else np.int16 if largest <= 32767 else np.int32
 
 
 class _Buf:

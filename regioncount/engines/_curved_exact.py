@@ -717,8 +717,8 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
     exact: their linear regions merge equal maps). Raises ImportError without python-flint, :class:`CurvedBoundaryError` past a
     ReLU-attention op, :class:`MemoryCapError` past ``max_traps`` trapezoids."""
     from ..results._cells import Cells
-    from ._curved import Traps, _code_dtype
     from ._plane import _frame
+    from ._traps import Traps, _code_dtype
 
     fl = _flint()
     program = lower(net)

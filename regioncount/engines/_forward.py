@@ -3,7 +3,8 @@
 Per example: ``H (T, q)`` is the input repeated on ``T`` rows; each op of the
 :class:`~regioncount.networks.Program` is applied once here, appending to the flat int32 code in the
 layout documented in ``networks/_ops.py``. Batches go through ``jax.vmap``; ``jax.jit`` sits only at
-the public entry points :func:`forward_codes` and :func:`forward_keys`.
+the public entry points :func:`forward_codes` and :func:`forward_keys`, which run (and are traced) in 64 bits
+inside :func:`regioncount._config.in_x64`, whatever the caller's ``jax_enable_x64``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _config  # noqa: F401  (float64)
+from .._config import in_x64, x64
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ._protocol import Kernels
 
 
 def _attention(op: Attention, H, codes: list, ties: list):
     T = H.shape[0]
-    allowed = jnp.tril(jnp.ones((T, T), bool)) if op.causal else jnp.ones((T, T), bool)
+    allowed = (jnp.tril(jnp.ones((T, T), bool)) if op.causal else jnp.ones((T, T), bool))[None]  # (1, T, T)
     Q = jnp.einsum("td,hde->hte", H, op.Wq)
     K = jnp.einsum("td,hde->hte", H, op.Wk)
     V = jnp.einsum("td,hde->hte", H, op.Wv)
@@ -58,7 +59,8 @@ KERNELS.register("attention/hardmax", "attention/relu", "attention/softmax")(_at
 
 @KERNELS.register("affine")
 def _affine(op: Affine, H, codes: list, ties: list):
-    return H @ op.W.T + op.b
+    b = op.b if op.b.ndim == H.ndim else op.b[None, :]  # one bias row per token, or one for all (explicit)
+    return H @ op.W.T + b
 
 
 @KERNELS.register("relu")
@@ -90,9 +92,16 @@ def forward_one(program: Program, x):
 
 
 @jax.jit
-def forward_codes(program: Program, X):
-    """Batch ``X (N, q)`` -> outputs ``(N, out)``, codes ``(N, C) int32``, hardmax ties per example ``(N,)``."""
+def _forward_codes(program: Program, X):
     return jax.vmap(forward_one, in_axes=(None, 0))(program, X)
+
+
+def forward_codes(program: Program, X):
+    """Batch ``X (N, q)`` -> outputs ``(N, out)``, codes ``(N, C) int32``, hardmax ties per example ``(N,)``.
+
+    Runs in float64 (``X`` converted) whatever the caller's ``jax_enable_x64``."""
+    with x64():
+        return _forward_codes(program, jnp.asarray(X, dtype=jnp.float64))
 
 
 @functools.lru_cache(maxsize=64)
@@ -104,6 +113,7 @@ def hash_multipliers(length: int, seed: int = 0x5EED) -> np.ndarray:
     return m
 
 
+@in_x64  # uint64 lanes: called inside forward_keys, and directly by the tests
 def hash_codes(codes, multipliers):
     """Codes ``(N, C)`` -> keys ``(N, 2)`` uint64: ``sum_i c_i m_i mod 2^64`` in two lanes.
 
@@ -119,8 +129,14 @@ def hash_codes(codes, multipliers):
     return jnp.stack([c @ multipliers[0], c @ multipliers[1]], axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("prefixes",))
 def forward_keys(program: Program, X, multipliers, prefixes: tuple[int, ...] | None = None):
+    """:func:`_forward_keys` in float64 (``X`` converted) whatever the caller's ``jax_enable_x64``."""
+    with x64():
+        return _forward_keys(program, jnp.asarray(X, dtype=jnp.float64), multipliers, prefixes)
+
+
+@functools.partial(jax.jit, static_argnames=("prefixes",))
+def _forward_keys(program: Program, X, multipliers, prefixes: tuple[int, ...] | None = None):
     """Batch ``X (N, q)`` -> keys ``(N, P, 2) uint64``, run heads ``(N, P) bool`` (key differs from the
     previous point's), hardmax ties ``(N,)``.
 
@@ -136,7 +152,7 @@ def forward_keys(program: Program, X, multipliers, prefixes: tuple[int, ...] | N
     else:
         lanes = []
         for lane in range(2):
-            partial = jnp.cumsum(c * multipliers[lane], axis=1)
+            partial = jnp.cumsum(c * multipliers[lane][None, :], axis=1)
             partial = jnp.concatenate([jnp.zeros((c.shape[0], 1), jnp.uint64), partial], axis=1)
             lanes.append(partial[:, jnp.asarray(prefixes)])
         keys = jnp.stack(lanes, axis=-1)

@@ -116,6 +116,29 @@ class LinePieces:
         """Number of pieces: maximal intervals of one activation code."""
         return int(self.codes.shape[0])
 
+    # -- the result protocol (results/_protocol.py) ------------------------------------------------------
+
+    @property
+    def regions(self) -> int:
+        return self.activation_pieces
+
+    def linear_regions(self) -> int:
+        """:attr:`linear_pieces` (for spline pieces: equal polynomials merged)."""
+        return self.linear_pieces
+
+    @property
+    def region_codes(self) -> np.ndarray:
+        return self.codes
+
+    @property
+    def witnesses(self) -> np.ndarray:
+        """``(n, 1)`` the midpoint ``t`` of each piece."""
+        return ((self.breaks[:-1] + self.breaks[1:]) / 2)[:, None]
+
+    @property
+    def domain(self) -> Segment:
+        return self.segment
+
     @property
     def distinct_codes(self) -> int:
         """Number of distinct codes met (a code can come back on a curved partition, never for ReLU MLPs)."""
@@ -1234,6 +1257,17 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     :class:`~regioncount._domain.Segment` or a pair ``(a, b)`` of input vectors ``(q,)``.
     Raises :class:`NotPiecewiseError` for softmax attention and :class:`DegreeTooHighError` when ReLU
     attention would need polynomials above ``max_degree``.
+
+    Examples
+    --------
+    The lines ``x = 0``, ``y = 0`` and ``x + y = 1/2`` of three ReLU units cross this segment at three
+    points (``t = 8/17, 1/2, 23/37``), so it has ``3 + 1`` pieces:
+
+    >>> import regioncount as rc
+    >>> net = rc.MLP(([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], [[1.0, 2.0, 3.0]]), ([0.0, 0.0, 0.5], [0.0]))
+    >>> pieces = rc.walk_line(net, rc.Segment([-1.0, -0.8], [1.0, 0.9]))
+    >>> pieces.activation_pieces, pieces.exact, [round(float(t), 6) for t in pieces.breaks[1:-1]]
+    (4, True, [0.470588, 0.5, 0.621622])
     """
     seg = segment if isinstance(segment, Segment) else Segment(*segment)
     program = lower(net)

@@ -144,13 +144,21 @@ def support(engine: str, key: str) -> Refusal | None:
     return SUPPORT[engine][key]
 
 
-def refuse_unsupported(engine: str, ops: Iterable) -> None:
-    """Raise the refusal of the first op in ``ops`` (leaf ops, in order) that ``engine`` does not support."""
+def first_refusal(engine: str, ops: Iterable) -> Refusal | None:
+    """The refusal of the first op in ``ops`` (leaf ops, in order) that ``engine`` does not support, or None."""
     row = SUPPORT[engine]
     for op in ops:
         refusal = row[op_key(op)]
         if refusal is not None:
-            refusal.raise_()
+            return refusal
+    return None
+
+
+def refuse_unsupported(engine: str, ops: Iterable) -> None:
+    """Raise the refusal of the first op in ``ops`` (leaf ops, in order) that ``engine`` does not support."""
+    refusal = first_refusal(engine, ops)
+    if refusal is not None:
+        refusal.raise_()
 
 
 class Kernels:

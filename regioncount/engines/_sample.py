@@ -43,11 +43,26 @@ class SampleCount:
     mode: str
     seconds: float = 0.0
     exact: bool = False
+    #: the domain sampled (not part of :meth:`as_dict`, which a count record completes)
+    domain: Box | Slice | AffineSlice | Segment | None = dataclasses.field(default=None, compare=False)
 
     def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "domain"}
         d["lower_bound"] = True
         return d
+
+    # -- the result protocol (results/_protocol.py): a sampled count keeps hashes, not codes or points
+
+    def linear_regions(self) -> None:
+        return None
+
+    @property
+    def region_codes(self) -> None:
+        return None
+
+    @property
+    def witnesses(self) -> None:
+        return None
 
 
 def chao1(distinct: int, f1: int, f2: int) -> float:
@@ -247,6 +262,7 @@ def count_sampled_prefixes(
                 ties=ties,
                 mode="grid" if grid is not None else "random",
                 seconds=seconds,
+                domain=domain,
             )
         )
     return out

@@ -1221,6 +1221,20 @@ def partition_space(
     total)`` is called after each op. Raises :class:`CurvedBoundaryError` where a hardmax boundary is
     curved or for ReLU attention, :class:`NotPiecewiseError` for softmax attention, :class:`DomainError`
     for a wrong domain.
+
+    Examples
+    --------
+    Four ReLU units whose planes ``x = 0``, ``y = 0``, ``z = 0``, ``x + y + z = 1/2`` are in general position
+    with every vertex inside the cube: ``1 + 4 + 6 + 4 = 15`` regions (Zaslavsky 1975):
+
+    >>> import regioncount as rc
+    >>> W = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, -1.0, -1.0]]
+    >>> net = rc.MLP((W, [[1.0, 2.0, 3.0, 4.0]]), ([0.0, 0.0, 0.0, 0.5], [0.0]))
+    >>> solid = rc.partition_space(net, rc.Box(-1, 1, 3))
+    >>> solid.n_regions, solid.linear_regions(), rc.BOUNDS["zaslavsky"](n=4, n0=3)
+    (15, 15, 15)
+    >>> round(float(solid.volumes.sum()), 9)
+    8.0
     """
     program = lower(net)
     x0, V, lo, hi = _frame(program, domain)

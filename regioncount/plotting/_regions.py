@@ -317,6 +317,7 @@ def figure_regions(
     grid: int | None = None,
     max_regions: int = DEFAULT_MAX_REGIONS,
     title: str | None = None,
+    source: RegionSource | None = None,
 ):
     """The partition of a 2D ``domain`` (Box for 2-input nets, or Slice) by ``net`` -> ``(Figure, info)``.
 
@@ -325,13 +326,22 @@ def figure_regions(
     ``levels``: that many level sets of output 0, evenly spaced over its range; ``zero``: its zero set.
     ``layers``: one panel per truncation (:func:`truncations`), the last panel the whole network; level
     sets are drawn on the last panel only. ``info`` is JSON-ready: counts, method, colours, levels.
+    ``source``: the :class:`RegionSource` of ``net`` on ``domain`` already computed (a caller that also needs
+    its partition, for statistics or a graph), drawn as it is instead of computed again.
     """
     if levels < 0:
         raise RegionCountError(f"--levels must be at least 0, got {levels}")
     if linear:
         check_linear(net, sampled or grid is not None)
+    if source is not None and (source.net is not net or source.domain is not domain):
+        raise ValueError("source is the region source of another network or domain")
     parts = truncations(net) if layers else [("network", net)]
-    srcs = [region_source(n_, domain, sampled=sampled, grid=grid, max_regions=max_regions) for _, n_ in parts]
+    srcs = [
+        source
+        if source is not None and i == len(parts) - 1
+        else region_source(n_, domain, sampled=sampled, grid=grid, max_regions=max_regions)
+        for i, (_, n_) in enumerate(parts)
+    ]
     values = level_values(*output_range(srcs[-1]), levels)
     k = len(srcs)
     ncols = min(k, 4)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import _config  # noqa: F401  (float64)
+from .._config import in_x64
 from .._errors import RegionCountError
 from ..networks import MLP, RelationModel, random_mlp
 from ._targets import as_target
@@ -70,6 +70,7 @@ def relation_errors(model: RelationModel, target, box=(-1.0, 1.0), grid: int = 2
     return float(err.max()), float(err.mean())
 
 
+@in_x64
 def fit_relation(
     target,
     *,
@@ -170,7 +171,7 @@ def _apply(layers, H):
     import jax
 
     for i, (w, b) in enumerate(layers):
-        H = H @ w.T + b
+        H = H @ w.T + b[None, :]
         if i < len(layers) - 1:
             H = jax.nn.relu(H)
     return H

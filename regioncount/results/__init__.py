@@ -6,12 +6,15 @@ from ._certify import certify as certify
 from ._decision import decision_labels as decision_labels, decision_summary as decision_summary
 from ._partition import Partition as Partition
 from ._polytopes import Polytopes as Polytopes
+from ._protocol import CountRecord as CountRecord, RegionResult as RegionResult
 from ._topology import Topology as Topology, topology as topology
 
 __all__ = [
     "Cells",
+    "CountRecord",
     "Partition",
     "Polytopes",
+    "RegionResult",
     "Topology",
     "certify",
     "decision_labels",

@@ -109,7 +109,7 @@ def _row_ids(codes: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
 class Cells:
     """Connected cells of a network on a 2D domain, bounded by segments and conic arcs.
 
-    ``traps``: the trapezoids (:class:`~regioncount.engines._curved.Traps`, normalised coordinates);
+    ``traps``: the trapezoids (:class:`~regioncount.engines._traps.Traps`, normalised coordinates);
     ``codes (N, C)`` integers per trapezoid (layout of ``forward_codes``; int8 where every entry fits);
     ``maps (N, out, 3)`` the output map on each in normalised coordinates, or None (ReLU attention: spline
     pieces, no affine maps); ``centre, half (2,)``: ``u = centre + half * u'``. ``order_violations``: failed
@@ -263,6 +263,10 @@ class Cells:
             return np.array([[float(v) for v in self.rational_witness[r]] for r in self._cell_rep]).reshape(-1, 2)
         x, y = self.traps.take(self._cell_rep).witness()
         return self.centre + self.half * np.stack([x, y], 1)
+
+    # the result protocol (results/_protocol.py): per cell, not per trapezoid
+    region_codes = cell_codes
+    witnesses = witness
 
     @functools.cached_property
     def adjacency(self) -> np.ndarray:

@@ -115,6 +115,26 @@ class Partition:
     def __len__(self) -> int:
         return self.n_regions
 
+    # -- the result protocol (results/_protocol.py) ------------------------------------------------------
+
+    @property
+    def regions(self) -> int:
+        return self.n_regions
+
+    @property
+    def exact(self) -> bool:
+        """No attention identity was assumed from equal floats (every other decision is exact)."""
+        return self.stats.get("assumed", 0) == 0
+
+    @property
+    def region_codes(self) -> np.ndarray:
+        return self.codes
+
+    @property
+    def witnesses(self) -> np.ndarray:
+        """``(R, 2)`` the area centroid of each (convex) region."""
+        return self.centroids()
+
     @property
     def code_length(self) -> int:
         return sum(w for _, w, _ in self._blocks)

@@ -66,6 +66,26 @@ class Polytopes:
     def __len__(self) -> int:
         return self.n_regions
 
+    # -- the result protocol (results/_protocol.py) ------------------------------------------------------
+
+    @property
+    def regions(self) -> int:
+        return self.n_regions
+
+    @property
+    def exact(self) -> bool:
+        """Always: every vertex sign is decided for the float64 network (rationals where floats cannot)."""
+        return True
+
+    @property
+    def region_codes(self) -> np.ndarray:
+        return self.codes
+
+    @property
+    def witnesses(self) -> np.ndarray:
+        """``(R, k)`` the vertex mean of each region (:meth:`witness_points`)."""
+        return self.witness_points()
+
     @property
     def code_length(self) -> int:
         return sum(w for _, w, _ in self._blocks)

@@ -83,6 +83,15 @@ def relu_upper_serra(widths: Sequence[int], n0: int) -> int:
 
     Computed by dynamic programming over the running cap ``min(n0, n_i - j_i for i < l)``; the exact
     maximum for n0 = 1 and every n_l >= 3, where it equals prod (n_l + 1).
+
+    Examples
+    --------
+    One layer is Zaslavsky's count of an arrangement; with one input it is ``prod (n_l + 1)``:
+
+    >>> relu_upper_serra([3], 2), zaslavsky(3, 2), relu_upper_serra([4, 4], 1)
+    (7, 7, 25)
+    >>> relu_upper_serra([16, 16, 16], 2)  # exact integers, however large
+    2571353
     """
     ws, n0 = _widths(widths), _int("n0", n0, 1)
     totals = {n0: 1}  # running cap -> sum of products of the prefixes that reach it

@@ -33,18 +33,28 @@ def _guard_threads() -> list:
     return [t for t in threading.enumerate() if t.name == "regioncount-memory-guard"]
 
 
+def _cap_tripping_at(trip: int) -> int:
+    """The cap whose guard trips at ``trip`` bytes (MemoryGuard keeps a headroom of 2/5 of the cap, at least
+    320 MiB and at most 2 GiB), so a test's margin above the process's resident memory does not depend on how
+    much the test process already holds."""
+    for cap in (trip + 320 * 2**20, int(trip / 0.6) + 1, trip + 2 * 2**30):
+        if MemoryGuard(cap).trip >= trip:
+            return cap
+    raise AssertionError(trip)
+
+
 def test_the_guard_is_a_context_around_the_work_and_gone_after_it():
     import regioncount._memory as mem
 
     held = []
     with pytest.raises(MemoryCapError, match="resident memory"):  # the interrupt, told as the cap
-        with MemoryGuard(rss_bytes() + 600 * 2**20) as guard:
+        with MemoryGuard(_cap_tripping_at(rss_bytes() + 600 * 2**20)) as guard:
             assert len(_guard_threads()) == 1
             for _ in range(150):
                 held.append(np.ones(20 * 2**20 // 8))
     held.clear()
     assert 0 < guard.tripped_at <= guard.cap and not _guard_threads()
-    with MemoryGuard(rss_bytes() + 2**30):  # a body that stays under the cap: nothing raised, nothing left
+    with MemoryGuard(_cap_tripping_at(rss_bytes() + 2**30)):  # a body that stays under the cap: nothing raised, nothing left
         pass
     assert not _guard_threads() and mem.LIMIT is None
 
@@ -65,9 +75,9 @@ def test_a_command_starts_its_guard_around_its_body_only(tmp_path, capsys):
         # parsing alone (a usage error) starts no guard; a command with --memory-cap runs inside one
         assert main(["count", str(tmp_path / "none.npz"), "--memory-cap", "0"]) == 2
         assert seen == [] and not _guard_threads()
-        argv = ["build", "random-mlp", "--out", str(tmp_path / "m.npz"), "--widths", "3", "--memory-cap", "1.5"]
+        argv = ["build", "random-mlp", "--out", str(tmp_path / "m.npz"), "--widths", "3", "--memory-cap", "16"]
         assert main(argv) == 0 and (tmp_path / "m.npz").exists()
-        assert seen == [("enter", int(1.5 * 2**30))] and not _guard_threads() and _validate.active_guard is None
+        assert seen == [("enter", 16 * 2**30)] and not _guard_threads() and _validate.active_guard is None
     finally:
         MemoryGuard.__enter__ = real_enter  # type: ignore[method-assign]
     capsys.readouterr()

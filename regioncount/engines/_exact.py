@@ -25,151 +25,29 @@ import math
 
 import numpy as np
 
+from .._predicates import (  # noqa: F401  (re-exported: the engines import them from here)
+    EPS,
+    ETA,
+    INEXACT_G,
+    TINY,
+    ZERO_G,
+    affine_bounds,
+    column_granularity,
+    exact_frame_error,
+    finite_or_raise,
+    gamma,
+    granularity,
+    int_intersection,
+    int_line,
+    int_vertex_sign,
+    intersection,
+    point_sign,
+    sum_bounds,
+    underflow_slack,
+    vertex_sign,
+)
 from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual
 from ._protocol import Kernels
-
-#: unit roundoff of float64
-EPS = 2.0**-53
-#: sentinel granularity exponent of an all-zero column (no constraint on products)
-ZERO_G = 1 << 20
-#: sentinel granularity exponent of a column whose float values are not known to be exact
-INEXACT_G = -(1 << 20)
-#: absolute slack added to every bound (covers rounding of the bound computations below the normal range)
-TINY = 2.0**-1000
-
-
-def gamma(n: int) -> float:
-    """``n u / (1 - n u)``, rounded up."""
-    return n * EPS / (1 - n * EPS) * (1 + 4 * EPS)
-
-
-def granularity(x: np.ndarray) -> np.ndarray:
-    """Per entry the exponent ``g`` of the lowest set bit (``x`` is an integer multiple of ``2**g``);
-    :data:`ZERO_G` for zeros. Exact: works on the float's bits."""
-    x = np.asarray(x, dtype=np.float64)
-    m, e = np.frexp(np.abs(x))  # x = m 2^e, m in [0.5, 1)
-    M = (m * 2.0**53).astype(np.int64)  # exact: m has 53 significant bits
-    low = M & -M
-    tz = np.zeros(M.shape, np.int64)
-    nz = low > 0
-    tz[nz] = np.log2(low[nz].astype(np.float64)).astype(np.int64)  # exact for powers of two
-    g = e.astype(np.int64) - 53 + tz
-    return np.where(nz, g, ZERO_G)
-
-
-def column_granularity(x: np.ndarray, axes) -> np.ndarray:
-    """Minimum :func:`granularity` over ``axes``."""
-    return granularity(x).min(axis=axes, initial=ZERO_G)
-
-
-def affine_bounds(hb, eb, ge, W, b):
-    """Bounds after ``h -> W h + b`` on every token: magnitude ``hb (T, d_out)``, error ``eb`` and granularity.
-
-    ``hb (T, d)`` bounds the 1-norm of each entry's three coefficients, ``eb (T, d)`` their error, ``ge (T, d)``
-    their granularity (or :data:`INEXACT_G`). ``b`` may be ``(d_out,)`` or ``(T, d_out)``.
-    """
-    aW = np.abs(W)
-    bb = b if b.ndim == 2 else b[None, :]
-    S = hb @ aW.T + np.abs(bb)
-    gw = granularity(W)  # (d_out, d)
-    gb = granularity(bb)  # (1 or T, d_out)
-    used = W != 0
-    # min over inputs i of ge_i + gw_ji where W_ji != 0 and the input column is not identically zero
-    gsum = ge[:, None, :] + np.where(used, gw, ZERO_G)[None, :, :]  # (T, d_out, d)
-    gsum = np.where(used[None] & (ge[:, None, :] < ZERO_G), gsum, ZERO_G)
-    g = np.minimum(gsum.min(axis=2, initial=ZERO_G), gb)
-    exact_in = (eb == 0) & (ge > INEXACT_G)
-    exact_in_used = np.all(exact_in[:, None, :] | ~used[None], axis=2)  # (T, d_out)
-    exact = exact_in_used & (S < np.ldexp(1.0, np.clip(53 + g, -1074, 1023).astype(np.int64)))
-    exact |= S == 0
-    n = W.shape[1] + 1
-    err = eb @ aW.T + gamma(n) * S * (1 + 4 * EPS) + TINY
-    eb_out = np.where(exact, 0.0, err)
-    ge_out = np.where(exact, g, INEXACT_G)
-    return S, eb_out, ge_out
-
-
-def sum_bounds(hb1, eb1, ge1, hb2, eb2, ge2):
-    """Bounds of an entrywise sum of two maps."""
-    S = hb1 + hb2
-    g = np.minimum(ge1, ge2)
-    exact = (eb1 == 0) & (eb2 == 0) & (g > INEXACT_G)
-    exact &= S < np.ldexp(1.0, np.clip(53 + g, -1074, 1023).astype(np.int64))
-    exact |= S == 0
-    err = eb1 + eb2 + EPS * S * (1 + 4 * EPS) + TINY
-    return S, np.where(exact, 0.0, err), np.where(exact, g, INEXACT_G)
-
-
-# ----------------------------------------------------------------------------------------------------
-# exact predicates in integers
-
-
-def _int_line(w) -> tuple[int, int, int]:
-    """A line ``(w0, w1, w2)`` of floats as integers times a common positive power of two (sign-preserving)."""
-    fr = [float(v).as_integer_ratio() for v in w]
-    den = max(d for _, d in fr)  # denominators are powers of two
-    return tuple(n * (den // d) for n, d in fr)  # type: ignore[return-value]
-
-
-def vertex_sign(l1, l2, l3) -> int:
-    """Exact sign of line ``l3`` (``w . (u1, u2, 1)``) at the intersection of lines ``l1`` and ``l2`` (float
-    triples taken as exact rationals). Raises ``ZeroDivisionError`` when ``l1`` and ``l2`` are parallel."""
-    return int_vertex_sign(_int_line(l1), _int_line(l2), _int_line(l3))
-
-
-def intersection(l1, l2) -> tuple[float, float]:
-    """The float point nearest (coordinate by coordinate) the exact intersection of two float lines: Python's
-    int division is correctly rounded."""
-    return int_intersection(_int_line(l1), _int_line(l2))
-
-
-def exact_frame_error(x0n, Vn, x0, V, c, h) -> float:
-    """Bound on the distance of the float frame ``x = x0n + Vn u'`` from the exact ``x0 + V (c + h u')`` with
-    ``c = (lo + hi) / 2``, ``h = (hi - lo) / 2`` taken exactly: 0 when the float frame is exact."""
-    from fractions import Fraction
-
-    worst = Fraction(0)
-    for i in range(x0n.shape[0]):
-        e0 = Fraction(x0n[i]) - (Fraction(x0[i]) + sum(Fraction(V[i, k]) * c[k] for k in range(V.shape[1])))
-        worst = max(worst, abs(e0))
-        for k in range(V.shape[1]):
-            worst = max(worst, abs(Fraction(Vn[i, k]) - Fraction(V[i, k]) * h[k]))
-    return 0.0 if worst == 0 else float(worst) * (1 + 4 * EPS) + TINY
-
-
-def point_sign(w, p) -> int:
-    """Exact sign of ``w0 p0 + w1 p1 + w2`` for float ``w`` and a float point ``p``."""
-    from fractions import Fraction
-
-    v = Fraction(w[0]) * Fraction(p[0]) + Fraction(w[1]) * Fraction(p[1]) + Fraction(w[2])
-    return (v > 0) - (v < 0)
-
-
-def finite_or_raise(*arrays, what: str = "the network's maps"):
-    """Raise :class:`~regioncount._errors.RegionCountError` if any value is inf or NaN (float64 overflow)."""
-    from .._errors import RegionCountError
-
-    for a in arrays:
-        if not np.all(np.isfinite(a)):
-            raise RegionCountError(
-                f"float64 overflow: {what} exceed the range of float64 on this domain, so no exact count can be "
-                "made; rescale the network's weights or shrink the domain"
-            )
-
-
-__all__ = [
-    "EPS",
-    "gamma",
-    "granularity",
-    "affine_bounds",
-    "sum_bounds",
-    "vertex_sign",
-    "point_sign",
-    "intersection",
-    "exact_frame_error",
-    "finite_or_raise",
-]
-
 
 # ----------------------------------------------------------------------------------------------------
 # exact maps: a region's affine maps recomputed in rational arithmetic from the weights and its code
@@ -363,29 +241,6 @@ def _replay_groupmax(op: GroupMax, M: ExactMap, code: np.ndarray) -> ExactMap:
 @KERNELS.register("attention/hardmax")
 def _replay_attention(op: Attention, M: ExactMap, code: np.ndarray) -> ExactMap:
     return _exact_attention(M, op, code)
-
-
-def int_vertex_sign(l1, l2, l3) -> int:
-    """Exact sign of integer line ``l3`` at the intersection of integer lines ``l1`` and ``l2``."""
-    a1, b1, c1 = l1
-    a2, b2, c2 = l2
-    a3, b3, c3 = l3
-    X = b1 * c2 - c1 * b2
-    Y = c1 * a2 - a1 * c2
-    Z = a1 * b2 - b1 * a2
-    if Z == 0:
-        raise ZeroDivisionError("parallel lines have no vertex")
-    v = a3 * X + b3 * Y + c3 * Z
-    return (v > 0) - (v < 0) if Z > 0 else (v < 0) - (v > 0)
-
-
-def int_intersection(l1, l2) -> tuple[float, float]:
-    a1, b1, c1 = l1
-    a2, b2, c2 = l2
-    Z = a1 * b2 - b1 * a2
-    if Z == 0:
-        raise ZeroDivisionError("parallel lines have no vertex")
-    return (b1 * c2 - c1 * b2) / Z, (c1 * a2 - a1 * c2) / Z
 
 
 class ExactReplay:

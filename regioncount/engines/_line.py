@@ -61,16 +61,18 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import Segment
 from .._errors import DegreeTooHighError, DomainError, RegionCountError
+from .._predicates import EPS, ETA, dyadic, gamma, rescale
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
 from ._protocol import Kernels, op_key, support
 
-_ZERO = 1e-12  # relative size below which a compared polynomial counts as identically zero
-_NOISE = 1e-14  # relative margin below which a midpoint decision is not trusted
-_S_EPS = 1e-13  # smallest sub-interval, relative to its parent (local units)
-_T_EPS = 1e-14  # smallest sub-interval in t
+_ZERO = tol.LINE_ZERO  # relative size below which a compared polynomial counts as identically zero
+_NOISE = tol.LINE_NOISE  # relative margin below which a midpoint decision is not trusted
+_S_EPS = tol.LINE_SUBINTERVAL  # smallest sub-interval, relative to its parent (local units)
+_T_EPS = tol.LINE_T_RESOLUTION  # smallest sub-interval in t
 _CHUNK = 1 << 22  # floats per temporary array: ops run on blocks of intervals of about this size
 _IMAG = 1e-6  # companion eigenvalues with a smaller imaginary part are candidate (near-double) roots
 
@@ -656,13 +658,9 @@ def _attention(st: _State, op: Attention, T: int) -> None:
 # their error intervals are apart and in exact arithmetic where they overlap (equal roots then give one
 # break). No length, distance or relative size decides whether a piece exists.
 
-_U = 2.0**-53  # unit roundoff of float64
-_TINY = 2.0**-1074  # smallest subnormal: bounds the absolute error of an underflowing product
-
-
-def _gamma(n: int) -> float:
-    """Higham's gamma_n = n u / (1 - n u): relative error bound of an n-term float64 dot product."""
-    return n * _U / (1 - n * _U)
+_U = EPS  # unit roundoff of float64
+_TINY = ETA  # smallest subnormal: a product that underflows loses at most this much (the one underflow rule)
+_gamma = gamma  # Higham's gamma_n, rounded up (regioncount._predicates)
 
 
 class FloatRangeError(RegionCountError):
@@ -679,19 +677,8 @@ def _finite(*arrays) -> None:
             )
 
 
-def _dyadic(x) -> tuple[np.ndarray, int]:
-    """Float64 array ``x`` as exact integers ``M`` (object array) and an exponent: ``x = M * 2^-e``."""
-    x = np.asarray(x, dtype=np.float64)
-    ratios = [v.as_integer_ratio() for v in x.ravel().tolist()]
-    e = max((q.bit_length() - 1 for _, q in ratios), default=0)
-    ints = [p << (e - (q.bit_length() - 1)) for p, q in ratios]
-    out = np.empty(x.size, dtype=object)
-    out[:] = ints
-    return out.reshape(x.shape), e
-
-
-def _rescale(M: np.ndarray, e: int, to: int) -> np.ndarray:
-    return M if to == e else M * (1 << (to - e))
+_dyadic = dyadic
+_rescale = rescale
 
 
 class _Exact:

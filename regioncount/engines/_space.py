@@ -56,8 +56,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import AffineSlice, Box, Slice
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError
+from .._predicates import EPS, gamma
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._polytopes import Polytopes
@@ -65,14 +67,11 @@ from ._protocol import Kernels
 
 #: Relative margin (of a hyperplane's size on the domain) under which a float64 sign is never trusted, on
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
-SNAP = 1e-12
+SNAP = tol.SPACE_SNAP
 #: Unit roundoff of float64.
-_U = 2.0**-53
-
-
-def _gamma(n) -> float:
-    """Higham's gamma_n = n u / (1 - n u): bounds the relative rounding error of an n-term sum of products."""
-    return n * _U / (1 - n * _U)
+_U = EPS
+#: Higham's gamma_n = n u / (1 - n u), rounded up (:func:`regioncount._predicates.gamma`).
+_gamma = gamma
 
 
 #: Float64 values a chunked temporary may hold.

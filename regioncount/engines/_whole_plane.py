@@ -59,19 +59,20 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import Box
 from .._errors import RegionCountError
+from .._predicates import dyadic as _dyadic, rescale as _rescale
 from ..networks import lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
-from ._line import _dyadic, _rescale
 from ._plane import _cut, partition_plane
 
 #: The clipping square is this many times the box (a power of two keeps ``S`` exact).
 _FAR = 2.0**20
 #: Relative size of ``a.d`` below which a constraint is parallel to a ray (or two lines parallel).
-_PARALLEL = 1e-12
+_PARALLEL = tol.WHOLE_PLANE_PARALLEL
 #: Relative value below which a vertex counts as on a line while clipping.
-_SNAP = 1e-13
+_SNAP = tol.WHOLE_PLANE_SNAP
 DEFAULT_START = 2.0
 DEFAULT_MAX_HALF_WIDTH = 2.0**40
 

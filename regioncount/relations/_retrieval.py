@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import Box, Slice
 from .._enums import Method
 from .._errors import DomainError, KeySetError, RegionCountError
@@ -344,8 +345,8 @@ def _cells_by_key(part: Partition, keys: np.ndarray, n: int) -> list:
     # two sides of a cut may subdivide it differently (a vertex of one lies on the other's edge only to
     # rounding): a union on a grid of 1e-13 of the domain's span merges them without gaps or slits
     span = np.asarray(part.domain.param_hi) - np.asarray(part.domain.param_lo)
-    grid = 1e-13 * float(np.max(span))
-    tiny = 1e-12 * float(np.prod(span))  # the plane engine makes no region below this (its area_tol)
+    grid = tol.RETRIEVAL_GRID * float(np.max(span))
+    tiny = tol.RETRIEVAL_SLIT * float(np.prod(span))  # the plane engine makes no region below this (its area_tol)
     out = []
     for j in range(n):
         u = shapely.union_all(polys[keys == j], grid_size=grid)
@@ -367,7 +368,7 @@ def retrieval_error(
     samples: int = 100_000,
     seed: int = 0,
     grid: int = 200,
-    tie_tol: float = 1e-9,
+    tie_tol: float = tol.RETRIEVAL_TIE,
 ) -> RetrievalError:
     """The retrieval error of ``retrieval`` against ``target`` (see :func:`~regioncount.relations.as_target`).
 

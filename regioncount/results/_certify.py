@@ -26,7 +26,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..engines._exact import EPS, affine_bounds, gamma
+from .. import _tolerances as tol
+from .._predicates import EPS, affine_bounds, gamma
 from ..networks import lower
 from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual
 
@@ -65,7 +66,7 @@ def _below_resolution(part) -> np.ndarray:
     """Regions whose float polygon cannot show them: area below (2^-45 of the domain's diameter)^2. The
     engine decided they exist exactly; float geometry (areas, witness points, vertex clusters) cannot."""
     diam = float(np.hypot(*(part._hi - part._lo)))
-    return part.areas <= (diam * 2.0**-45) ** 2
+    return part.areas <= (diam * tol.CERT_RESOLUTION) ** 2
 
 
 def _check_areas(part, small) -> dict:
@@ -73,7 +74,7 @@ def _check_areas(part, small) -> dict:
     box = float(np.prod(hi - lo))
     total = float(np.sum(part.areas))
     neg = int(np.sum((part.areas <= 0) & ~small))
-    ok = abs(total - box) <= 1e-9 * box and neg == 0
+    ok = abs(total - box) <= tol.CERT_AREA_RTOL * box and neg == 0
     return _result(
         ok,
         f"areas sum to {total!r} of {box!r}; {neg} resolvable regions of non-positive area; "
@@ -134,7 +135,7 @@ def _check_euler(part) -> dict:
     if part.n_regions == 0:
         return _result(False, "no regions")
     diam = float(np.hypot(*(part._hi - part._lo)))
-    h = diam * 2.0**-40
+    h = diam * tol.CERT_EULER_GRID
     n = P.shape[0]
     links = []
     for ox in (0.0, 0.5):
@@ -208,7 +209,7 @@ def _halfplane_batch(part, program, lo: int, hi: int, x0, V, codes, nv, off, M: 
     Vn = np.roll(Vt, -1, axis=1)
     # domain sides
     plo, phi = np.asarray(part.domain.param_lo, float), np.asarray(part.domain.param_hi, float)
-    side_tol = 1e-12 * float(np.max(phi - plo))
+    side_tol = tol.CERT_SIDE * float(np.max(phi - plo))
     for ax in range(2):
         for bound in (plo[ax], phi[ax]):
             on_line |= (np.abs(Vt[..., ax] - bound) <= side_tol) & (np.abs(Vn[..., ax] - bound) <= side_tol)

@@ -14,6 +14,8 @@ import tempfile
 
 import numpy as np
 
+from .. import _tolerances as tol
+
 #: Default node limit of :meth:`Partition.to_networkx`.
 MAX_GRAPH_NODES = 200_000
 
@@ -196,7 +198,7 @@ class Partition:
         # with engine tags, edges on one line are grouped exactly and only float noise in their ends needs
         # a margin (slivers far below 1e-9 of the domain are regions, with neighbours); without tags, edges
         # are grouped by their lines with a tolerance and the margin stays at that scale
-        eps = (1e-13 if self.edge_tags is not None else 1e-9) * diam
+        eps = (tol.ADJACENCY_TAGGED if self.edge_tags is not None else tol.ADJACENCY_UNTAGGED) * diam
         keep = length > eps
         P, Q, d, length, reg = P[keep], Q[keep], d[keep], length[keep], reg[keep]
         tags = self.edge_tags[keep] if self.edge_tags is not None else _line_tags(P, Q, d, length, diam)
@@ -366,7 +368,7 @@ def _clusters(x: np.ndarray, tol: float) -> np.ndarray:
 def _line_tags(P, Q, d, length, diam: float) -> np.ndarray:
     """Integer tags grouping edges by supporting line (angle within 1e-8 rad, offset within 1e-9 diam)."""
     theta = np.mod(np.arctan2(d[:, 1], d[:, 0]), np.pi)
-    tol_t = 1e-8
+    tol_t = tol.ADJACENCY_ANGLE
     # angles near pi are the same lines as angles near 0
     theta = np.where(theta > np.pi - tol_t, theta - np.pi, theta)
     o = np.argsort(theta, kind="stable")
@@ -382,7 +384,7 @@ def _line_tags(P, Q, d, length, diam: float) -> np.ndarray:
     o = np.lexsort((rho, lab_t))
     lab = np.empty(rho.size, np.int64)
     brk = np.ones(rho.size, bool)
-    brk[1:] = (lab_t[o][1:] != lab_t[o][:-1]) | (np.diff(rho[o]) > 1e-9 * diam)
+    brk[1:] = (lab_t[o][1:] != lab_t[o][:-1]) | (np.diff(rho[o]) > tol.ADJACENCY_UNTAGGED * diam)
     lab[o] = np.cumsum(brk) - 1
     return lab
 

@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 
+from .. import _tolerances as tol
 from ._partition import _components, block_code_rows
 
 
@@ -179,8 +180,8 @@ class Polytopes:
         lo = np.where(used & (beta > 0), t, 0.0).max(axis=1, initial=0.0)
         hi = np.where(used & (beta < 0), t, 1.0).min(axis=1, initial=1.0)
         scale = np.abs(w[..., :-1]) @ np.abs(b - a) + np.abs(alpha)
-        dead = np.any(used & (beta == 0) & (alpha < -1e-12 * scale), axis=1)
-        ok = (hi - lo > 1e-12) & ~dead
+        dead = np.any(used & (beta == 0) & (alpha < -tol.POLYTOPE_SEGMENT * scale), axis=1)
+        ok = (hi - lo > tol.POLYTOPE_SEGMENT) & ~dead
         idx = np.flatnonzero(ok)
         order = np.argsort(lo[idx], kind="stable")
         idx = idx[order]
@@ -275,9 +276,9 @@ class Polytopes:
             w = self._planes_normalised(reg)  # (n, F, k+1)
             usable = (self.facet_ids[reg] >= 0) & (self.facet_ids[reg] // 2 != ident[:, None])
             vals = np.einsum("nfk,nmk->nfm", w[..., :-1], X) + w[..., -1:]
-            tol = 1e-9 * np.abs(w).sum(axis=-1)
+            slack = tol.POLYTOPE_TOUCH * np.abs(w).sum(axis=-1)
             top = np.where(m[:, None, :], vals, -np.inf).max(axis=2)
-            return np.any(usable & (top <= tol), axis=1)
+            return np.any(usable & (top <= slack), axis=1)
 
         return ~separated(ra, Xb, mb) & ~separated(rb, Xa, ma)
 

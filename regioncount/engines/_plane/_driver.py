@@ -13,10 +13,11 @@ import numpy as np
 from ..._domain import Box, Slice
 from ..._errors import CertificateError, DomainError, InexactError, MemoryCapError
 from ..._memory import check_rss
+from ..._predicates import EPS, INEXACT_G, column_granularity, exact_frame_error, sum_bounds
 from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
-from .._exact import EPS, INEXACT_G, ExactMap, column_granularity, exact_frame_error, sum_bounds
+from .._exact import ExactMap
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS

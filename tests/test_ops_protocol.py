@@ -62,7 +62,16 @@ def test_a_missing_kernel_is_reported_and_a_refused_op_cannot_get_one():
 
 
 def _run(engine, sigma):
-    if engine in ("plane", "plane/replay"):  # the replay runs inside the plane engine, which refuses first
+    if engine in ("exact", "float"):  # the interpreter of codes refuses when it flattens the program
+        from regioncount.networks import lower
+        from regioncount.networks._interpret import ExactProgram, float_maps
+
+        program = lower(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1))
+        if engine == "exact":
+            ExactProgram.of_domain(program, np.zeros(2), np.eye(2))
+        else:
+            float_maps(program, np.zeros((1, 0), np.int64), np.zeros(2), np.eye(2))
+    elif engine == "plane":
         from regioncount.engines._plane import partition_plane
 
         partition_plane(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 2))

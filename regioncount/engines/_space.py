@@ -1265,4 +1265,5 @@ def partition_space(
         facet_ids=st.fid[:n].copy(),
         facet_planes=planes,
         exact_decisions=eng.exact_calls,
+        program=program,
     )

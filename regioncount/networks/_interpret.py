@@ -397,7 +397,8 @@ def _float_affine(op: Affine, A, E, code, rows):
     out = A @ W.T
     out[:, -1] += bb
     n = W.shape[1] + 1
-    mag = (np.abs(A) @ aW.T).max(axis=1) + np.abs(bb)[None]
+    # sum_i max_c |A_ci| |W_ji| bounds every coefficient's sum of products (one product instead of c)
+    mag = np.abs(A).max(axis=1) @ aW.T + np.abs(bb)[None]
     E2 = _grow(E @ aW.T + gamma(n) * mag + underflow_slack(n), 2 * n + 4)
     return out, E2
 

@@ -71,6 +71,7 @@ class Partition:
         vertex_error=None,
         stats: dict | None = None,
         copy: bool = True,
+        program=None,
     ):
         own = _owned if copy else _adopted
         self.domain = domain
@@ -98,6 +99,10 @@ class Partition:
         hi = np.asarray(domain.param_hi, dtype=np.float64)
         self._lo, self._hi = lo, hi
         self._adjacency: np.ndarray | None = None
+        #: the lowered network (:class:`~regioncount.networks.Program`) the engine partitioned, or None: with it,
+        #: linear regions are decided exactly (:mod:`._linear`)
+        self.program = program
+        self._linear: np.ndarray | None = None
         self._sealed = True
 
     def __setattr__(self, name, value):
@@ -236,17 +241,35 @@ class Partition:
             return np.zeros((0, 2), np.int64)
         return np.unique(pairs, axis=0)
 
-    def linear_region_labels(self, rtol: float = 1e-9) -> np.ndarray:
-        """Label ``(R,)`` of the linear region (Montúfar et al. 2014) of each activation region: neighbours
-        whose affine maps agree within ``rtol`` (relative to the maps' size on the domain) are merged."""
+    @property
+    def linear_exact(self) -> bool:
+        """Whether :meth:`linear_region_labels` decides in exact arithmetic (the partition carries its program)."""
+        return self.program is not None
+
+    def linear_region_labels(self, rtol: float | None = None) -> np.ndarray:
+        """Label ``(R,)`` (smallest member) of the linear region (Montúfar et al. 2014) of each activation
+        region: neighbours whose output maps are equal in exact arithmetic are merged (:mod:`._linear`: a
+        float comparison where its rigorous bound decides, rational arithmetic otherwise).
+
+        ``rtol`` (a float), or a partition built without its program, uses the float rule instead: maps equal
+        within ``rtol`` (default 1e-9) of their size on the domain; :attr:`linear_exact` then says False."""
         R = self.n_regions
         E = self.adjacency()
         if E.size == 0:
             return np.arange(R)
-        Mn = normalised_maps(self.maps, self._lo, self._hi)
-        return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], rtol)])
+        if rtol is None and self.program is not None:
+            if self._linear is None:
+                from ._linear import linear_labels
 
-    def linear_regions(self, rtol: float = 1e-9) -> int:
+                x0, V = self.domain.input_map()
+                lab = linear_labels(R, E, self.program, self.codes, x0, V, self.stats)
+                lab.setflags(write=False)
+                self._linear = lab
+            return self._linear
+        Mn = normalised_maps(self.maps, self._lo, self._hi)
+        return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], 1e-9 if rtol is None else rtol)])
+
+    def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
         return int(np.unique(self.linear_region_labels(rtol)).size)
 

@@ -33,7 +33,18 @@ class Polytopes:
     """
 
     def __init__(
-        self, domain, vertices, offsets, maps, codes, *, incidence, facet_ids, facet_planes, exact_decisions=0
+        self,
+        domain,
+        vertices,
+        offsets,
+        maps,
+        codes,
+        *,
+        incidence,
+        facet_ids,
+        facet_planes,
+        exact_decisions=0,
+        program=None,
     ):
         self.domain = domain
         self.k = int(np.asarray(vertices).shape[1])
@@ -56,6 +67,11 @@ class Polytopes:
         self._lo, self._hi = lo, hi
         self._c, self._h = (lo + hi) / 2, (hi - lo) / 2
         self._adjacency = None
+        #: the lowered network the engine partitioned (None: linear regions by the float rule, not exact)
+        self.program = program
+        self._linear: np.ndarray | None = None
+        #: how the linear-region merge decided its pairs (filled when linear regions are asked for)
+        self.stats: dict = {}
 
     # -- basics --------------------------------------------------------------------------------------
 
@@ -282,12 +298,28 @@ class Polytopes:
 
         return ~separated(ra, Xb, mb) & ~separated(rb, Xa, ma)
 
-    def linear_region_labels(self, rtol: float = 1e-9) -> np.ndarray:
+    @property
+    def linear_exact(self) -> bool:
+        """Whether :meth:`linear_region_labels` decides in exact arithmetic (the result carries its program)."""
+        return self.program is not None
+
+    def linear_region_labels(self, rtol: float | None = None) -> np.ndarray:
         """Label ``(R,)`` of the linear region (Montúfar et al. 2014) of each activation region: neighbours
-        across a facet whose affine maps agree within ``rtol`` (relative to their size on the domain)."""
+        across a facet whose output maps are equal in exact arithmetic (:mod:`._linear`, the merge
+        :class:`Partition` uses). ``rtol`` (a float), or polytopes built without their program: the float rule,
+        maps equal within ``rtol`` (default 1e-9) of their size on the domain (not exact)."""
         R = self.n_regions
         if R < 2:
             return np.arange(R)
+        if rtol is None and self.program is not None:
+            if self._linear is None:
+                from ._linear import linear_labels
+
+                x0, V = self.domain.input_map()
+                self._linear = linear_labels(R, self.adjacency(), self.program, self.codes, x0, V, self.stats)
+                self._linear.setflags(write=False)
+            return self._linear
+        rtol = 1e-9 if rtol is None else rtol
         Mn = np.empty_like(self.maps)
         Mn[..., :-1] = self.maps[..., :-1] * self._h
         Mn[..., -1] = self.maps[..., -1] + (self.maps[..., :-1] * self._c).sum(axis=-1)
@@ -307,7 +339,7 @@ class Polytopes:
         same = diff <= rtol * np.maximum(size[E[:, 0]], size[E[:, 1]])
         return _components(R, E[same])
 
-    def linear_regions(self, rtol: float = 1e-9) -> int:
+    def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
         return int(np.unique(self.linear_region_labels(rtol)).size)
 

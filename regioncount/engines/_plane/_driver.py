@@ -280,7 +280,17 @@ def partition_plane(
         "min_area": float(areas.min()) if areas.size else None,
     }
     part = Partition(
-        domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad, stats=stats, copy=False
+        domain,
+        verts,
+        offsets,
+        maps,
+        areas,
+        blocks,
+        edge_tags=tags,
+        vertex_error=rad,
+        stats=stats,
+        copy=False,
+        program=program,
     )
     if os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
         # a debugging aid: every exact partition certifies itself (the test suite is run once this way)

@@ -110,7 +110,7 @@ _EXPORTS = {
     "Partition": ".results",
     "Polytopes": ".results",
     "Cells": ".results",
-    "certify": ".results",
+    "certify": ".engines._certify",
     # theory (bounds are pure Python ints)
     "BOUNDS": ".theory._bounds",
     "maxout_lower": ".theory._bounds",
@@ -192,6 +192,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         shared_edges as shared_edges,
         truncations as truncations,
     )
+    from .engines._certify import certify as certify
     from .engines._curved import partition_curved as partition_curved
     from .engines._forward import forward_codes as forward_codes
     from .engines._line import LinePieces as LinePieces, walk_line as walk_line
@@ -219,7 +220,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         retrieval_error as retrieval_error,
         retrieval_partition as retrieval_partition,
     )
-    from .results import Cells as Cells, Partition as Partition, Polytopes as Polytopes, certify as certify
+    from .results import Cells as Cells, Partition as Partition, Polytopes as Polytopes
     from .theory._bounds import (
         BOUNDS as BOUNDS,
         maxout_lower as maxout_lower,

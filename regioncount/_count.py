@@ -116,7 +116,7 @@ def count_regions(
     An exact 2D count adds ``predicates`` (vertex sign tests), ``exact_predicates`` (those decided in exact
     rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
     floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
-    (see :func:`regioncount.results.certify`), and a failed check raises :class:`CertificateError`.
+    (see :func:`regioncount.certify`), and a failed check raises :class:`CertificateError`.
     ``linear=False`` skips linear regions (``linear_regions`` is then None): on an exact 2D partition they cost
     about as much as the partition.
 
@@ -230,7 +230,7 @@ def count_regions(
                     "smallest_area": st["min_area"],
                 }
                 if certify:
-                    from .results._certify import certify as run_certify
+                    from .engines._certify import certify as run_certify
 
                     cert = run_certify(part, net)
                     out["certificate"] = cert
@@ -260,6 +260,14 @@ def count_regions(
                 "dimension": poly.k,
                 "exact_decisions": poly.exact_decisions,
             }
+            if certify:
+                from .engines._certify import certify as run_certify
+
+                cert = run_certify(poly, net)
+                out["certificate"] = cert
+                if not cert["passed"]:
+                    failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
+                    raise CertificateError("the certificate failed: " + "; ".join(failed))
         else:
             raise RegionCountError(
                 f"exact counting of a {type(domain).__name__} of dimension {domain.dim} is not supported: give a box, "

@@ -76,5 +76,8 @@ CERT_RESOLUTION = 2.0**-45
 CERT_EULER_GRID = 2.0**-40
 #: certificate: a float vertex within this (of the domain's span) of a side lies on it
 CERT_SIDE = 1e-12
+#: certificate: each exact vertex must lie within this (of the diameter) of its float vertex, so that the float
+#: polygon drawn and measured is the exact one up to float noise (its exact checks decide signs exactly)
+CERT_VERTEX = 2.0**-30
 
 __all__ = [name for name in dir() if name.isupper()]

@@ -246,12 +246,12 @@ def _exact_groupmax(op: GroupMax, M: ExactMap, code: np.ndarray, rows) -> ExactM
     win = np.asarray(code, dtype=np.int64).reshape(T, n)
     W = np.take_along_axis(G, win[None, :, :, None], axis=3)
     if rows is not None:
-        # the winner is the first largest piece: > every piece before it, >= every piece after it
+        # the winner is the first largest piece: > every piece before it, >= every piece after it (the
+        # winner's own row is zero and not strict: every unit has k rows, as in the float interpretation)
         diff = (W - G).reshape(c, T * n * op.k)
         piece = np.broadcast_to(np.arange(op.k), (T, n, op.k)).reshape(-1)
         w = np.repeat(win.reshape(-1), op.k)
-        keep = piece != w
-        rows.append((ExactMap(diff[:, keep], M.s), (piece < w)[keep]))
+        rows.append((ExactMap(diff, M.s), piece < w))
     return ExactMap(W[..., 0], M.s)
 
 

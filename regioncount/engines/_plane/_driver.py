@@ -294,7 +294,7 @@ def partition_plane(
     )
     if os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
         # a debugging aid: every exact partition certifies itself (the test suite is run once this way)
-        from ..results._certify import certify
+        from .._certify import certify
 
         cert = certify(part, net)
         if not cert["passed"]:

@@ -27,7 +27,7 @@ from .._enums import Method
 from .._errors import DomainError, KeySetError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
-from ..networks._ops import Affine, GroupMax, Program, ReLU
+from ..networks._ops import GroupMax, Program
 from ..results import Partition
 from ..results._partition import _components
 from ._targets import as_target, utility_program
@@ -38,24 +38,17 @@ _CHUNK = 1 << 15
 
 def _score_maps(program: Program, domain, codes: np.ndarray) -> np.ndarray:
     """Affine maps ``(R, n, 3)`` from ``(u1, u2, 1)`` to the scores entering the final GroupMax of
-    ``program`` on each region, from the regions' ReLU bits ``codes (R, C)`` (code layout of ``_ops``)."""
+    ``program`` on each region, from the regions' codes ``codes (R, C)`` (code layout of ``_ops``): the one
+    interpreter of codes (:func:`~regioncount.networks._interpret.float_maps`) on the ops before it."""
+    from ..networks._interpret import float_maps
+    from ..networks._ops import code_length
+
+    ops = list(program.ops)
+    last = max((i for i, op in enumerate(ops) if isinstance(op, GroupMax)), default=len(ops))
+    head = Program(program.tokens, program.input_dim, tuple(ops[:last]))
     x0, V = domain.input_map()
-    R = codes.shape[0]
-    A = np.broadcast_to(np.stack([V[:, 0], V[:, 1], x0])[None], (R, 3, x0.shape[0])).copy()
-    col = 0
-    for op in program.ops:
-        if isinstance(op, Affine):
-            A = A @ op.W.T
-            A[:, 2] += op.b
-        elif isinstance(op, ReLU):
-            w = A.shape[2]
-            A *= codes[:, None, col : col + w].astype(np.float64)
-            col += w
-        elif isinstance(op, GroupMax):
-            break
-        else:
-            raise TypeError(f"a retrieval program has no {type(op).__name__} op")
-    return A.transpose(0, 2, 1)
+    A, _, _ = float_maps(head, codes[:, : code_length(head)], x0, V)
+    return A[:, :, program.out_token, :].transpose(0, 2, 1)
 
 
 def _param_box(domain: Box | Slice) -> tuple[np.ndarray, np.ndarray]:

@@ -532,7 +532,7 @@ class _Exact:
         self._replay: ExactReplay | None = None
         self._split_leaf: list[int] = []
 
-    def _weights(self, op: Attention):
+    def _weights(self, op):
         """An attention op's weights as Fractions (for the exact argmax pieces of its scores)."""
         key = id(op)
         if key not in self._w:

@@ -77,12 +77,9 @@ def certify(part, net) -> dict:
 def _affine_constraints(program) -> bool:
     """Whether every op of ``program`` has affine constraint rows in both interpretations (the op protocol's
     ``exact`` and ``float`` rows): then the certificate's exact checks run."""
-    from ..networks._protocol import SUPPORT, op_key
+    from ..networks._protocol import SUPPORT
 
-    return all(
-        SUPPORT["float"][op_key(op)] is None and SUPPORT["exact"][op_key(op)] is None
-        for op, _, _ in walk_widths(program)
-    )
+    return all(SUPPORT["certificate"][op.key] is None for op, _, _ in walk_widths(program))
 
 
 def _result(ok: bool, detail: str) -> dict:

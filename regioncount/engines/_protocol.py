@@ -2,6 +2,7 @@
 interpreter below the engines can register its kernels in the same table)."""
 
 from ..networks._protocol import (  # noqa: F401
+    CONSUMERS,
     MODULES,
     SUPPORT,
     Kernels,

@@ -62,9 +62,10 @@ import numpy as np
 from .. import _tolerances as tol
 from .._domain import Box
 from .._errors import RegionCountError
-from ..networks import lower
+from ..networks import lower, walk_widths
 from ..networks._interpret import ExactProgram, float_maps
-from ..networks._ops import Attention, Program, Residual
+from ..networks._ops import Program
+from ..networks._protocol import refuse_unsupported
 from ._plane import _cut, partition_plane
 
 #: The clipping square is this many times the box (a power of two keeps ``S`` exact).
@@ -98,17 +99,7 @@ def _check_program(program: Program) -> None:
             f"--whole-plane needs a network with 2 inputs (this one takes {program.input_dim}); count a 2D slice instead"
         )
 
-    def visit(ops):
-        for op in ops:
-            if isinstance(op, Attention):
-                raise RegionCountError(
-                    "--whole-plane covers ReLU MLPs and Maxout networks (convex regions cut out by lines); "
-                    "Transformer cells are bounded by curves: count a box with --box instead"
-                )
-            if isinstance(op, Residual):
-                visit(op.body)
-
-    visit(program.ops)
+    refuse_unsupported("whole_plane", (op for op, _, _ in walk_widths(program)))
     if program.tokens != 1:
         raise RegionCountError("--whole-plane covers ReLU MLPs and Maxout networks (one token)")
 

@@ -40,8 +40,10 @@ from ._ops import SIGMAS, Attention, Op
 def op_key(op) -> str:
     """The protocol key of one op: ``"affine"``, ``"relu"``, ``"groupmax"``, ``"residual"`` or
     ``"attention/<sigma>"``."""
-    name = type(op).__name__.lower()
-    return f"{name}/{op.sigma}" if isinstance(op, Attention) else name
+    key = getattr(op, "key", None)
+    if not isinstance(key, str):
+        raise TypeError(f"not an op of networks._ops: {type(op).__name__}")
+    return key
 
 
 def all_keys() -> tuple[str, ...]:
@@ -147,6 +149,52 @@ SUPPORT: dict[str, dict[str, Refusal | None]] = {
     ),
 }
 
+
+_WHOLE_PLANE = Refusal(
+    RegionCountError,
+    "--whole-plane covers ReLU MLPs and Maxout networks (convex regions cut out by lines); Transformer cells are "
+    "bounded by curves: count a box with --box instead",
+)
+_NOT_AFFINE = Refusal(
+    InexactError,
+    "attention's constraints are not affine: the certificate's exact checks cover ReLU and Maxout (its float "
+    "checks still run)",
+)
+_RETRIEVAL = Refusal(RegionCountError, "a retrieval program holds affine, ReLU and a final GroupMax only")
+
+#: Consumers of the op vocabulary that run on the interpreter of codes rather than on kernels of their own:
+#: each has a row here (what it supports and how it refuses the rest) and the interpretations it relies on
+#: (:data:`CONSUMERS`); ``tests/test_ops_protocol.py`` fails when a key a consumer supports lacks a kernel in
+#: one of them.
+SUPPORT.update(
+    {
+        # the plane engine's exact replay (``engines/_exact.py``)
+        "plane/replay": _row(_PLANE_REFUSALS),
+        # the line engine's exact ReLU/Maxout walk (attention walks are float walks that report exact: false)
+        "line/exact": _row({k: _NOT_AFFINE for k in all_keys() if k.startswith("attention/")}),
+        # the space engine's rational fallback
+        "space/exact": _row({k: r for k, r in SUPPORT["space"].items() if r is not None}),
+        # the whole-plane search (``engines/_whole_plane.py``): lines only
+        "whole_plane": _row({k: _WHOLE_PLANE for k in all_keys() if k.startswith("attention/")}),
+        # the certificate's exact checks (``engines/_certify*.py``)
+        "certificate": _row({k: _NOT_AFFINE for k in all_keys() if k.startswith("attention/")}),
+        # retrieval score maps (``relations/_retrieval.py``)
+        "retrieval": _row({k: _RETRIEVAL for k in all_keys() if k.startswith("attention/")}),
+        # the linear-region merge (``results/_linear.py``): exact maps; the float filter where it has bounds
+        "linear": _row({k: r for k, r in SUPPORT["exact"].items() if r is not None}),
+    }
+)
+
+#: consumer -> the interpretations (rows with kernel registries) it runs on
+CONSUMERS: dict[str, tuple[str, ...]] = {
+    "plane/replay": ("exact",),
+    "line/exact": ("exact",),
+    "space/exact": ("exact",),
+    "whole_plane": ("exact", "float"),
+    "certificate": ("exact", "float"),
+    "retrieval": ("float",),
+    "linear": ("exact",),
+}
 
 #: The module whose ``KERNELS`` is each engine's :class:`Kernels` (importing it registers every kernel).
 MODULES: dict[str, str] = {

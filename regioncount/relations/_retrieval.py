@@ -27,7 +27,7 @@ from .._enums import Method
 from .._errors import DomainError, KeySetError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
-from ..networks._ops import GroupMax, Program
+from ..networks._ops import GroupMax, Program, walk_widths
 from ..results import Partition
 from ..results._partition import _components
 from ._targets import as_target, utility_program
@@ -42,7 +42,9 @@ def _score_maps(program: Program, domain, codes: np.ndarray) -> np.ndarray:
     interpreter of codes (:func:`~regioncount.networks._interpret.float_maps`) on the ops before it."""
     from ..networks._interpret import float_maps
     from ..networks._ops import code_length
+    from ..networks._protocol import refuse_unsupported
 
+    refuse_unsupported("retrieval", (op for op, _, _ in walk_widths(program)))
     ops = list(program.ops)
     last = max((i for i, op in enumerate(ops) if isinstance(op, GroupMax)), default=len(ops))
     head = Program(program.tokens, program.input_dim, tuple(ops[:last]))

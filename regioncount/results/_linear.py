@@ -35,6 +35,14 @@ def _float_supported(program) -> bool:
     return all(SUPPORT["float"][op_key(op)] is None for op, _, _ in walk_widths(program))
 
 
+def check_program(program) -> None:
+    """Refuse, before any work, a program with an op the merge cannot interpret (its row of the op protocol)."""
+    from ..networks._ops import walk_widths
+    from ..networks._protocol import refuse_unsupported
+
+    refuse_unsupported("linear", (op for op, _, _ in walk_widths(program)))
+
+
 def output_maps(program, codes, x0, V):
     """Float output maps ``(R, c, d_out)`` of regions with codes ``codes (R, C)`` and a bound ``(R, d_out)`` on
     every coefficient's distance from the exact one, or ``(None, None)`` where the float interpreter has no
@@ -90,6 +98,7 @@ def linear_labels(n: int, pairs: np.ndarray, program, codes, x0, V, stats: dict 
     from ._partition import _components
 
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    check_program(program)
     if pairs.size == 0:
         return np.arange(n)
     keep = same_maps(pairs, program, codes, x0, V, stats)

@@ -30,7 +30,6 @@ import numpy as np
 from .. import _tolerances as tol
 from .._predicates import gamma, underflow_slack
 from ..networks._interpret import FLOAT, ExactProgram, _Layout, float_maps
-from ..networks._ops import GroupMax, ReLU
 
 #: regions per batch of the float checks
 _BATCH = 1024
@@ -54,15 +53,14 @@ def row_layout(program):
             continue
         op, sl = ins[1], ins[3]
         n = sl.stop - sl.start
-        if isinstance(op, ReLU):
+        if op.records == "bits":  # one row per decision
             base[sl] = row + np.arange(n)
             row += n
-        elif isinstance(op, GroupMax):
-            base[sl] = row + op.k * np.arange(n)
-            kind[sl] = op.k
-            row += n * op.k
-        else:  # pragma: no cover - the float interpreter refuses every other op first
-            raise TypeError(f"no constraint rows for {type(op).__name__}")
+        else:  # an argmax: one row per choice (the winner's own row is zero)
+            choices = op.digit_max(program.tokens) + 1
+            base[sl] = row + choices * np.arange(n)
+            kind[sl] = choices
+            row += n * choices
     return base, kind
 
 

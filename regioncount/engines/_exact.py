@@ -69,7 +69,7 @@ class ExactReplay:
                     i = count["leaf"]
                     self.leaf_pos[i] = len(self.ins)
                     self.split_before[i] = count["split"]
-                    split = not isinstance(op, Affine)
+                    split = op.key != "affine"
                     self.ins.append(("leaf", op, i, split, EXACT.lookup(op)))
                     count["leaf"] += 1
                     count["split"] += split

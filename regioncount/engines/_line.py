@@ -794,7 +794,7 @@ class _Walk:
                     visit(op.body)
                     continue
                 self.code_ops.append(n_codes)
-                if isinstance(op, (ReLU, GroupMax)):
+                if op.records != "nothing":
                     n_codes += 1
 
         visit(ops)
@@ -847,7 +847,7 @@ class _Walk:
             leaf = self.leaf
             self.leaf += 1
             n, _, T, d = st.H.shape
-            if isinstance(op, Affine):
+            if op.key == "affine":
                 g = _gamma(d + 1)
                 with np.errstate(over="ignore", invalid="ignore"):
                     H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, 2, T, -1)
@@ -861,16 +861,19 @@ class _Walk:
                 _finite(H, q)
                 st.H, st.E = H, q
                 self.er, self.eb = self._affine_error(op, g)
-            elif isinstance(op, ReLU):
+            elif op.key == "relu":
                 self._k_of[leaf] = 1
                 _chunked(st, functools.partial(self._relu, leaf=leaf), 8 * T * d)
-            elif isinstance(op, GroupMax):
+            elif op.key == "groupmax":
                 self._k_of[leaf] = op.k
                 pairs = op.k * (op.k - 1) // 2
                 per = 8 * T * (d // op.k) * pairs + 3 * T * d
                 _chunked(st, functools.partial(self._group_max, leaf=leaf, k=op.k), per)
-            else:  # pragma: no cover - walk_line sends attention elsewhere
-                raise TypeError(f"unknown op {type(op).__name__}")
+            else:  # the exact walk's row of the op protocol refuses it (attention walks are float walks)
+                refusal = support("line/exact", op_key(op))
+                if refusal is not None:
+                    refusal.raise_()
+                raise TypeError(f"the exact line walk has no step for {op_key(op)!r}")
 
     def _affine_error(self, op: Affine, g: float):
         key = id(op)
@@ -1217,7 +1220,7 @@ def _same_affine(C: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
 
 
 def _has_attention(ops) -> bool:
-    return any(isinstance(op, Attention) or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
+    return any(op.key.startswith("attention/") or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
 
 
 def _walk_exact(program: Program, seg: Segment) -> LinePieces:

@@ -642,7 +642,7 @@ class _Engine:
         self.split_index = 0
         self.exact_calls = 0
         self._cache: dict = {}
-        self._ops = [op for op, _, _ in walk_widths(program) if not isinstance(op, Affine)]
+        self._ops = [op for op, _, _ in walk_widths(program) if op.key != "affine"]
         st.cap_check = self.cap_check
 
     def cap_check(self, n: int):

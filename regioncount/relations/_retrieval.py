@@ -27,7 +27,7 @@ from .._enums import Method
 from .._errors import DomainError, KeySetError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
-from ..networks._ops import GroupMax, Program, walk_widths
+from ..networks._ops import Program, walk_widths
 from ..results import Partition
 from ..results._partition import _components
 from ._targets import as_target, utility_program
@@ -46,7 +46,7 @@ def _score_maps(program: Program, domain, codes: np.ndarray) -> np.ndarray:
 
     refuse_unsupported("retrieval", (op for op, _, _ in walk_widths(program)))
     ops = list(program.ops)
-    last = max((i for i, op in enumerate(ops) if isinstance(op, GroupMax)), default=len(ops))
+    last = max((i for i, op in enumerate(ops) if op.key == "groupmax"), default=len(ops))
     head = Program(program.tokens, program.input_dim, tuple(ops[:last]))
     x0, V = domain.input_map()
     A, _, _ = float_maps(head, codes[:, : code_length(head)], x0, V)

@@ -49,7 +49,7 @@ def _leaves(op) -> int:
 
 
 def _splits(ops) -> bool:
-    return any(_splits(o.body) if isinstance(o, Residual) else not isinstance(o, Affine) for o in ops)
+    return any(_splits(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
 
 
 class _Engine(_Decisions):

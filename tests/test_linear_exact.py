@@ -111,3 +111,15 @@ def test_weights_all_scaled_by_1e_300_give_the_exact_linear_regions():
     G.add_edges_from((int(i), int(j)) for i, j in part.adjacency() if maps[i] == maps[j])
     assert part.linear_regions() == nx.number_connected_components(G)
     assert part.linear_regions() > 1  # the float maps underflow to constants; the exact ones do not
+
+
+def test_polytopes_decide_linear_regions_exactly_too():
+    from regioncount.engines._space import partition_space
+
+    net = random_mlp(3, [7], seed=2)
+    c = net.weights[1].copy()
+    c[0, :3] *= 1e-17  # one hidden layer: neighbours across any unit's plane differ, so linear = regions
+    poly = partition_space(MLP((net.weights[0], c), net.biases), Box(-1, 1, 3))
+    assert poly.linear_exact
+    assert poly.linear_regions() == poly.n_regions
+    assert poly.linear_regions(rtol=1e-9) < poly.n_regions

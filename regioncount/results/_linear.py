@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._predicates import EPS
+from .._predicates import EPS, gamma
 from ..networks._interpret import ExactProgram, exact_equal, float_maps
 from ..networks._protocol import SUPPORT, op_key
 
@@ -61,7 +61,28 @@ def output_maps(program, codes, x0, V):
     return np.concatenate(F), np.concatenate(E)
 
 
-def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None) -> np.ndarray:
+def candidate_labels(F, E) -> list:
+    """Two labellings ``(R,)`` such that any two regions whose exact output maps can be equal share a label in
+    at least one of them: a random projection ``s`` of the float maps moves by at most ``delta`` between
+    equal exact maps, so on grids of spacing ``4 delta`` at offsets 0 and 1/2 two such regions fall in one
+    cell of one grid (one dimension: no corner can separate them in both). ``None`` where the bounds are
+    unusable (every pair is then a candidate)."""
+    R = F.shape[0]
+    if R == 0 or not np.all(np.isfinite(E)):
+        return [None]
+    r = np.random.default_rng(0).uniform(1.0, 2.0, F.shape[1:])  # (c, d)
+    s = np.einsum("rcd,cd->r", F, r)
+    n = F.shape[1] * F.shape[2]
+    err = gamma(n + 1) * np.einsum("rcd,cd->r", np.abs(F), r) * (1 + 4 * EPS)
+    # |s_i - s_j| <= sum_cd r_cd (E_i[d] + E_j[d]) plus the rounding of both projections
+    delta = 2 * (float(np.max(E @ r.sum(axis=0))) * (1 + gamma(n)) + float(np.max(err))) * (1 + 4 * EPS)
+    unit = 4 * delta
+    if not np.isfinite(unit) or unit <= 0 or not np.all(np.isfinite(s / unit)):
+        return [None]
+    return [np.floor(s / unit + shift).astype(np.int64) for shift in (0.0, 0.5)]
+
+
+def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None, float_maps_=None) -> np.ndarray:
     """``(m,)`` bool: whether the output maps of regions ``pairs[:, 0]`` and ``pairs[:, 1]`` are equal in exact
     arithmetic (module docstring). ``codes (R, C)``: flat codes in the forward pass's layout; ``x = x0 + V u``
     the domain's input map (floats taken exactly). ``stats`` (optional) receives how many pairs each step
@@ -70,7 +91,7 @@ def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = Non
     codes = np.asarray(codes)
     out = np.zeros(pairs.shape[0], bool)
     undecided = np.ones(pairs.shape[0], bool)
-    F, E = output_maps(program, codes, x0, V)
+    F, E = output_maps(program, codes, x0, V) if float_maps_ is None else float_maps_
     n_float = 0
     if F is not None and pairs.size:
         a, b = pairs[:, 0], pairs[:, 1]
@@ -92,7 +113,9 @@ def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = Non
     return out
 
 
-def linear_labels(n: int, pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None) -> np.ndarray:
+def linear_labels(
+    n: int, pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None, float_maps_=None
+) -> np.ndarray:
     """Label ``(n,)`` (the smallest member) of the linear region of each of ``n`` activation regions whose
     neighbour pairs are ``pairs (m, 2)``: connected components of the pairs with exactly equal maps."""
     from ._partition import _components
@@ -101,7 +124,7 @@ def linear_labels(n: int, pairs: np.ndarray, program, codes, x0, V, stats: dict 
     check_program(program)
     if pairs.size == 0:
         return np.arange(n)
-    keep = same_maps(pairs, program, codes, x0, V, stats)
+    keep = same_maps(pairs, program, codes, x0, V, stats, float_maps_)
     return _components(n, pairs[keep])
 
 

@@ -313,10 +313,22 @@ class Polytopes:
             return np.arange(R)
         if rtol is None and self.program is not None:
             if self._linear is None:
-                from ._linear import linear_labels
+                from ._linear import candidate_labels, linear_labels, output_maps
 
                 x0, V = self.domain.input_map()
-                self._linear = linear_labels(R, self.adjacency(), self.program, self.codes, x0, V, self.stats)
+                F, Eb = output_maps(self.program, self.codes, x0, V)
+                grids = candidate_labels(F, Eb) if F is not None else [None]
+                if any(g is None for g in grids) or self._adjacency is not None:
+                    pairs = self.adjacency()
+                else:  # only neighbours whose maps can be equal (adjacency within each grid's labels)
+                    found = [self._find_adjacency(g) for g in grids]
+                    pairs = (
+                        np.unique(np.concatenate(found), axis=0)
+                        if any(p.size for p in found)
+                        else np.zeros((0, 2), np.int64)
+                    )
+                fm = None if F is None else (F, Eb)
+                self._linear = linear_labels(R, pairs, self.program, self.codes, x0, V, self.stats, fm)
                 self._linear.setflags(write=False)
             return self._linear
         rtol = 1e-9 if rtol is None else rtol

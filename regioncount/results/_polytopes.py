@@ -337,14 +337,14 @@ class Polytopes:
         Mn[..., -1] = self.maps[..., -1] + (self.maps[..., :-1] * self._c).sum(axis=-1)
         size = np.abs(Mn).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(R)
         unit = max(float(size.max(initial=0.0)), 1e-300) * 1e-7
-        pairs = []
+        cands = []
         for shift in (0.0, 0.5):
             # only regions whose maps fall in one grid cell are candidates (two shifted grids, so maps equal
             # to rounding never straddle every cell boundary)
             q = np.floor(Mn.reshape(R, -1) / unit + shift).astype(np.int64)
             _, label = np.unique(q, axis=0, return_inverse=True)
-            pairs.append(self._find_adjacency(label.reshape(-1)))
-        E = np.unique(np.concatenate(pairs), axis=0) if any(p.size for p in pairs) else np.zeros((0, 2), np.int64)
+            cands.append(self._find_adjacency(label.reshape(-1)))
+        E = np.unique(np.concatenate(cands), axis=0) if any(p.size for p in cands) else np.zeros((0, 2), np.int64)
         if E.size == 0:
             return np.arange(R)
         diff = np.abs(Mn[E[:, 0]] - Mn[E[:, 1]]).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(len(E))

@@ -135,7 +135,7 @@ _EXPORTS = {
     "Cells": ".results",
     "Topology": ".results",
     "topology": ".results",
-    "certify": ".results",
+    "certify": ".engines._certify",
     "CountRecord": ".results",
     "RegionResult": ".results",
     # theory (bounds are pure Python ints)
@@ -243,6 +243,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         shared_edges as shared_edges,
         truncations as truncations,
     )
+    from .engines._certify import certify as certify
     from .engines._curved import partition_curved as partition_curved
     from .engines._forward import forward_codes as forward_codes
     from .engines._line import LinePieces as LinePieces, walk_line as walk_line
@@ -277,7 +278,6 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         Polytopes as Polytopes,
         RegionResult as RegionResult,
         Topology as Topology,
-        certify as certify,
         topology as topology,
     )
     from .theory._bounds import (

@@ -74,6 +74,15 @@ def _cap_error(cap: int, limit: int, max_regions: int | None) -> MemoryCapError:
 CURVED_BYTES_PER_TRAP = 10_240
 
 
+def _passed(cert: dict) -> dict:
+    """``cert`` (a certificate's record) when every check passed; else :class:`CertificateError` naming the
+    checks that failed."""
+    if not cert["passed"]:
+        failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
+        raise CertificateError("the certificate failed: " + "; ".join(failed))
+    return cert
+
+
 def _run_curved(net, domain, cap: int, progress, max_regions: int | None, certify: bool = False):
     """The curved engine's cells; ``max_regions`` caps the trapezoids (every cell is one or more of them, so the
     cap is conservative). ``exact`` is True where the certified engine decided the partition (python-flint;
@@ -186,7 +195,7 @@ def count_regions(
     An exact 2D count adds ``predicates`` (vertex sign tests), ``exact_predicates`` (those decided in exact
     rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
     floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
-    (see :func:`regioncount.results.certify`), and a failed check raises :class:`CertificateError`.
+    (see :func:`regioncount.certify`), and a failed check raises :class:`CertificateError`.
     ``linear=False`` skips linear regions (``linear_regions`` is then None): on an exact 2D partition they cost
     about as much as the partition.
 
@@ -316,7 +325,12 @@ def count_record(
         except MemoryCapError:
             raise _cap_error(cap, limit, max_regions) from None
         lin = int(poly.linear_regions()) if linear else None
-        return record(poly, poly.regions, lin, True, {"dimension": poly.k, "exact_decisions": poly.exact_decisions})
+        details = {"dimension": poly.k, "exact_decisions": poly.exact_decisions}
+        if certify:
+            from .engines._certify import certify as run_certify
+
+            details["certificate"] = _passed(run_certify(poly, net))
+        return record(poly, poly.regions, lin, True, details)
     limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
     if engine == "tiles":
         from .engines._tiles import count_tiled
@@ -359,13 +373,9 @@ def count_record(
             lin = int(part.linear_regions()) if linear else None
             # REGIONCOUNT_CERTIFY_ALL=1, a debugging aid: every exact 2D count certifies its partition
             if certify or os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
-                from .results._certify import certify as run_certify
+                from .engines._certify import certify as run_certify
 
-                cert = run_certify(part, net)
-                details["certificate"] = cert
-                if not cert["passed"]:
-                    failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
-                    raise CertificateError("the certificate failed: " + "; ".join(failed))
+                details["certificate"] = _passed(run_certify(part, net))
             return record(part, part.regions, lin, part.exact, details)
     cells = _run_curved(net, dom, cap, progress, max_regions, certify)
     details = {
@@ -382,11 +392,7 @@ def count_record(
     if certify:
         from .engines._curved_certify import certify_cells
 
-        cert = certify_cells(cells, net)
-        details["certificate"] = cert
-        if not cert["passed"]:
-            failed = [f"{k} ({v['detail']})" for k, v in cert["checks"].items() if v["passed"] is False]
-            raise CertificateError("the certificate failed: " + "; ".join(failed))
+        details["certificate"] = _passed(certify_cells(cells, net))
     lin = cells.linear_regions() if linear else None
     return record(cells, cells.regions, lin, cells.exact, details)
 

@@ -103,7 +103,7 @@ def test_certificate_passes_and_catches_corruption(net):
     part = partition_plane(net, box)
     cert = certify(part, net)
     assert cert["passed"], cert
-    assert set(cert["checks"]) == {"areas", "witnesses", "neighbours", "euler", "halfplanes"}
+    assert set(cert["checks"]) == {"areas", "witnesses", "neighbours", "euler", "halfplanes", "neighbour_lines"}
     # a dropped region: the areas no longer cover the box
     dropped = _without(part, [part.n_regions // 2])
     c = certify(dropped, net)

@@ -25,6 +25,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "regioncount._enums",
             "regioncount._lazy",
             "regioncount._memory",
+            "regioncount._predicates",
+            "regioncount._tolerances",
         ),
     ),
     ("networks and model files", ("regioncount.networks", "regioncount._io", "regioncount._loaders")),

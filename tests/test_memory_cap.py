@@ -54,7 +54,9 @@ def test_the_guard_is_a_context_around_the_work_and_gone_after_it():
                 held.append(np.ones(20 * 2**20 // 8))
     held.clear()
     assert 0 < guard.tripped_at <= guard.cap and not _guard_threads()
-    with MemoryGuard(_cap_tripping_at(rss_bytes() + 2**30)):  # a body that stays under the cap: nothing raised, nothing left
+    with MemoryGuard(
+        _cap_tripping_at(rss_bytes() + 2**30)
+    ):  # a body that stays under the cap: nothing raised, nothing left
         pass
     assert not _guard_threads() and mem.LIMIT is None
 

@@ -36,7 +36,7 @@ def test_keys_of_ops():
     assert [pr.op_key(Attention(**att, sigma=s)) for s in _ops.SIGMAS] == [f"attention/{s}" for s in _ops.SIGMAS]
 
 
-@pytest.mark.parametrize("engine", sorted(pr.SUPPORT))
+@pytest.mark.parametrize("engine", sorted(pr.MODULES))
 def test_each_engine_has_a_kernel_for_every_op_it_supports_and_none_it_refuses(engine):
     kernels = pr.kernels_of(engine)
     assert kernels.missing() == []
@@ -62,7 +62,16 @@ def test_a_missing_kernel_is_reported_and_a_refused_op_cannot_get_one():
 
 
 def _run(engine, sigma):
-    if engine in ("plane", "plane/replay"):  # the replay runs inside the plane engine, which refuses first
+    if engine in ("exact", "float"):  # the interpreter of codes refuses when it flattens the program
+        from regioncount.networks import lower
+        from regioncount.networks._interpret import ExactProgram, float_maps
+
+        program = lower(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1))
+        if engine == "exact":
+            ExactProgram.of_domain(program, np.zeros(2), np.eye(2))
+        else:
+            float_maps(program, np.zeros((1, 0), np.int64), np.zeros(2), np.eye(2))
+    elif engine == "plane":
         from regioncount.engines._plane import partition_plane
 
         partition_plane(random_transformer(2, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 2))
@@ -81,7 +90,44 @@ def _run(engine, sigma):
         partition_space(random_transformer(3, tokens=2, d_model=4, depth=1, attention=sigma, seed=1), Box(-1, 1, 3))
 
 
-REFUSALS = [(e, k) for e, row in sorted(pr.SUPPORT.items()) for k, r in row.items() if r is not None]
+REFUSALS = [(e, k) for e, row in sorted(pr.SUPPORT.items()) if e in pr.MODULES for k, r in row.items() if r is not None]
+
+
+def test_every_row_is_an_engine_or_a_consumer():
+    assert set(pr.SUPPORT) == set(pr.MODULES) | set(pr.CONSUMERS)
+    assert not set(pr.MODULES) & set(pr.CONSUMERS)
+
+
+@pytest.mark.parametrize("consumer", sorted(pr.CONSUMERS))
+def test_every_consumer_has_its_interpretations_kernels_for_every_op_it_supports(consumer):
+    # a consumer (line exact walk, space exact, whole plane, certificate, retrieval, linear regions) runs on
+    # the interpreter of codes: each key it supports needs a kernel in every interpretation it relies on, so a
+    # new op fails here until those kernels exist or the consumer's row refuses it
+    for key, refusal in pr.SUPPORT[consumer].items():
+        if refusal is not None:
+            continue
+        for interp in pr.CONSUMERS[consumer]:
+            kernels = pr.kernels_of(interp)
+            assert key in kernels.table or key in kernels.structural, (consumer, key, interp)
+
+
+def test_a_new_op_key_without_kernels_fails_the_consumer_check():
+    # what the consumer test sees when the vocabulary grows by an op no interpretation has a kernel for
+    row = dict(pr.SUPPORT["certificate"])
+    row["leakyrelu"] = None
+    missing = [k for k, r in row.items() if r is None and k not in pr.kernels_of("exact").table and k != "residual"]
+    assert missing == ["leakyrelu"]
+
+
+def test_consumers_refuse_before_work():
+    from regioncount import Box, RegionCountError, count_regions
+    from regioncount.engines._whole_plane import whole_plane_box
+
+    net = random_transformer(2, tokens=2, d_model=4, depth=1, seed=1)
+    with pytest.raises(RegionCountError, match="whole-plane covers ReLU MLPs"):
+        whole_plane_box(net)
+    cert = count_regions(net, Box(-1, 1, 2), method="exact", certify=True)["certificate"]
+    assert cert["checks"]["halfplanes"]["passed"] is None
 
 
 @pytest.mark.parametrize("engine,key", REFUSALS, ids=[f"{e}-{k}" for e, k in REFUSALS])
@@ -91,3 +137,49 @@ def test_each_refusal_is_what_the_engine_raises(engine, key):
     with pytest.raises(refusal.error) as info:
         _run(engine, key.split("/")[1])
     assert str(info.value) == refusal.message
+
+
+def test_ops_state_their_facts_validated_and_frozen_at_construction():
+    W = np.array([[1.0, 2.0], [3.0, 4.0]])
+    op = Affine(W, np.zeros(2))
+    W[0, 0] = 9.0  # the caller's array changes; the op's copy does not
+    assert op.W[0, 0] == 1.0 and not op.W.flags.writeable
+    with pytest.raises(ValueError, match="do not fit"):
+        Affine(np.zeros((2, 3)), np.zeros(4))
+    with pytest.raises(ValueError, match="positive integer rank"):
+        GroupMax(0)
+    with pytest.raises(ValueError, match="sigma must be one of"):
+        Attention(np.zeros((1, 2, 1)), np.zeros((1, 2, 1)), np.zeros((1, 2, 1)), np.zeros((1, 1, 2)), sigma="tanh")
+    with pytest.raises(ValueError, match="affine expects width 3"):
+        Program(1, 2, (Affine(np.zeros((4, 3)), np.zeros(4)),))  # widths are checked when the program is built
+    facts = {
+        "relu": (ReLU(), "bits", 2 * 5, 1),
+        "groupmax": (GroupMax(3), "argmax", 2 * 2, 2),
+        "affine": (Affine(np.zeros((6, 6)), np.zeros(6)), "nothing", 0, 0),
+    }
+    for key, (o, records, n, digit) in facts.items():
+        width = 6 if key == "groupmax" else 5 if key == "relu" else 6
+        assert (o.key, o.records, o.code_length(width, 2), o.digit_max(2)) == (key, records, n, digit)
+    att = dict(Wq=np.zeros((2, 4, 1)), Wk=np.zeros((2, 4, 1)), Wv=np.zeros((2, 4, 3)), Wo=np.zeros((2, 3, 4)))
+    got = {
+        s: (a.records, a.code_length(4, 3), a.digit_max(3), a.degree, a.smooth)
+        for s in _ops.SIGMAS
+        for a in [Attention(**att, sigma=s)]
+    }
+    assert got == {
+        "hardmax": ("argmax", 6, 2, 1, False),
+        "relu": ("bits", 18, 1, 3, False),
+        "softmax": ("nothing", 0, 0, 1, True),
+    }
+
+
+def test_the_unsafe_fall_throughs_raise():
+    class NotAnOp:
+        pass
+
+    with pytest.raises(TypeError):
+        _ops.op_code_length(NotAnOp(), 3, 1)
+    with pytest.raises(TypeError):
+        pr.op_key(NotAnOp())
+    with pytest.raises(TypeError):
+        Program(1, 2, (NotAnOp(),))

@@ -61,16 +61,19 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import Segment
 from .._errors import DegreeTooHighError, DomainError, RegionCountError
+from .._predicates import EPS, ETA, dyadic, gamma, rescale
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
+from ._exact import ExactMap, ExactReplay
 from ._protocol import Kernels, op_key, support
 
-_ZERO = 1e-12  # relative size below which a compared polynomial counts as identically zero
-_NOISE = 1e-14  # relative margin below which a midpoint decision is not trusted
-_S_EPS = 1e-13  # smallest sub-interval, relative to its parent (local units)
-_T_EPS = 1e-14  # smallest sub-interval in t
+_ZERO = tol.LINE_ZERO  # relative size below which a compared polynomial counts as identically zero
+_NOISE = tol.LINE_NOISE  # relative margin below which a midpoint decision is not trusted
+_S_EPS = tol.LINE_SUBINTERVAL  # smallest sub-interval, relative to its parent (local units)
+_T_EPS = tol.LINE_T_RESOLUTION  # smallest sub-interval in t
 _CHUNK = 1 << 22  # floats per temporary array: ops run on blocks of intervals of about this size
 _IMAG = 1e-6  # companion eigenvalues with a smaller imaginary part are candidate (near-double) roots
 
@@ -679,13 +682,9 @@ def _attention(st: _State, op: Attention, T: int) -> None:
 # their error intervals are apart and in exact arithmetic where they overlap (equal roots then give one
 # break). No length, distance or relative size decides whether a piece exists.
 
-_U = 2.0**-53  # unit roundoff of float64
-_TINY = 2.0**-1074  # smallest subnormal: bounds the absolute error of an underflowing product
-
-
-def _gamma(n: int) -> float:
-    """Higham's gamma_n = n u / (1 - n u): relative error bound of an n-term float64 dot product."""
-    return n * _U / (1 - n * _U)
+_U = EPS  # unit roundoff of float64
+_TINY = ETA  # smallest subnormal: a product that underflows loses at most this much (the one underflow rule)
+_gamma = gamma  # Higham's gamma_n, rounded up (regioncount._predicates)
 
 
 class FloatRangeError(RegionCountError):
@@ -702,112 +701,37 @@ def _finite(*arrays) -> None:
             )
 
 
-def _dyadic(x) -> tuple[np.ndarray, int]:
-    """Float64 array ``x`` as exact integers ``M`` (object array) and an exponent: ``x = M * 2^-e``."""
-    x = np.asarray(x, dtype=np.float64)
-    ratios = [v.as_integer_ratio() for v in x.ravel().tolist()]
-    e = max((q.bit_length() - 1 for _, q in ratios), default=0)
-    ints = [p << (e - (q.bit_length() - 1)) for p, q in ratios]
-    out = np.empty(x.size, dtype=object)
-    out[:] = ints
-    return out.reshape(x.shape), e
-
-
-def _rescale(M: np.ndarray, e: int, to: int) -> np.ndarray:
-    return M if to == e else M * (1 << (to - e))
+_dyadic = dyadic
+_rescale = rescale
 
 
 class _Exact:
     """Exact replay of the program on one interval's code: the state an op sees as integers times a
-    power of two (``(M (2, T, d) object, e)``: coefficients of 1 and t are ``M * 2^-e``). Weights are
-    float64, hence exact binary fractions; nothing is rounded."""
+    power of two (``(M (2, T, d) object, e)``: coefficients of 1 and t are ``M * 2^-e``). The maps come from
+    the one exact interpreter of codes (:class:`~regioncount.engines._exact.ExactReplay` on the
+    :mod:`~regioncount.networks._interpret` kernels), memoised by code prefix; nothing is rounded."""
 
     def __init__(self, program: Program, seg: Segment):
         self.program = program
         T, q = program.tokens, program.input_dim
-        A, ea = _dyadic(seg.a)
-        B, eb = _dyadic(seg.b)
-        e = max(ea, eb)
-        A, B = _rescale(A, ea, e), _rescale(B, eb, e)
-        H = np.empty((2, T, q), dtype=object)
+        a = [Fraction(v) for v in np.asarray(seg.a, dtype=np.float64).tolist()]
+        b = [Fraction(v) for v in np.asarray(seg.b, dtype=np.float64).tolist()]
+        M0 = np.empty((2, T, q), dtype=object)  # the interpreter's order: the t coefficient, then the constant
         for t in range(T):
-            H[0, t], H[1, t] = A, B - A
-        self.H0 = (H, e)
-        self.weights: dict[int, tuple] = {}
-        self.cache: dict[tuple, tuple] = {}
-        self.linear = not any(isinstance(op, Residual) for op in program.ops)
-        self.flat = list(program.ops)
-
-    def _w(self, op: Affine):
-        key = id(op)
-        if key not in self.weights:
-            self.weights[key] = (*_dyadic(op.W.T), *_dyadic(op.b))
-        return self.weights[key]
-
-    def _step(self, op, state, codes, row: int, n_codes: int):
-        H, e = state
-        if isinstance(op, Affine):
-            W, eW, b, eb = self._w(op)
-            P, eP = np.dot(H, W), e + eW
-            E = max(eP, eb)
-            P = _rescale(P, eP, E)
-            P[0] = P[0] + _rescale(b, eb, E)
-            return (P, E), n_codes
-        if isinstance(op, ReLU):
-            bits = codes[n_codes][row].reshape(H.shape[1:]).astype(object)
-            return (H * bits, e), n_codes + 1
-        if isinstance(op, GroupMax):
-            idx = codes[n_codes][row].reshape(H.shape[1], -1)
-            G = H.reshape(2, H.shape[1], -1, op.k)
-            return (np.take_along_axis(G, idx[None, :, :, None], axis=-1)[..., 0], e), n_codes + 1
-        raise TypeError(f"unknown op {type(op).__name__}")  # pragma: no cover
-
-    def _key(self, codes: list, row: int, leaf: int):
-        return (leaf, b"".join(np.ascontiguousarray(c[row]).tobytes() for c in codes[: self._code_ops[leaf]]))
+            M0[0, t] = [y - x for x, y in zip(a, b, strict=True)]
+            M0[1, t] = a
+        self.M0 = ExactMap.of_fractions(M0)
+        self._replay: ExactReplay | None = None  # built on first use: attention walks never ask
 
     def state(self, codes: list, row: int, leaf: int) -> tuple[np.ndarray, int]:
         """The exact input ``(M (2, T, d), e)`` of leaf op number ``leaf`` on interval ``row`` of ``codes``."""
-        key = self._key(codes, row, leaf)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit
-        if self.linear:  # resume from the longest cached prefix
-            start, state = 0, self.H0
-            for j in range(leaf - 1, 0, -1):
-                got = self.cache.get(self._key(codes, row, j))
-                if got is not None:
-                    start, state = j, got
-                    break
-            n_codes = self._code_ops[start]
-            for j in range(start, leaf):
-                state, n_codes = self._step(self.flat[j], state, codes, row, n_codes)
-                if j + 1 < leaf:
-                    self.cache[self._key(codes, row, j + 1)] = state
-            self.cache[key] = state
-            return state
-        found: list = []
-        count = [0, 0]  # leaves seen, code ops seen
-
-        def run(ops, state):
-            for op in ops:
-                if isinstance(op, Residual):
-                    (H, e), (B, eB) = state, run(op.body, state)
-                    if found:
-                        return state
-                    E = max(e, eB)
-                    state = (_rescale(H, e, E) + _rescale(B, eB, E), E)
-                    continue
-                if count[0] == leaf:
-                    found.append(state)
-                    return state
-                count[0] += 1
-                state, count[1] = self._step(op, state, codes, row, count[1])
-            return state
-
-        out = run(self.program.ops, self.H0)
-        state = found[0] if found else out
-        self.cache[key] = state
-        return state
+        if self._replay is None:
+            self._replay = ExactReplay(self.program, self.M0)
+        M = self._replay.maps_at([c[row] for c in codes[: self._code_ops[leaf]]], leaf)
+        if M.s.denominator & (M.s.denominator - 1):
+            raise ArithmeticError("internal error: a ReLU/Maxout state whose scale is not a power of two")
+        N = M.N[::-1] * M.s.numerator if M.s.numerator != 1 else M.N[::-1]
+        return N, M.s.denominator.bit_length() - 1
 
     def bind(self, code_ops: list[int]) -> None:
         """``code_ops[leaf]``: how many code-writing ops come before leaf op ``leaf``."""
@@ -893,7 +817,7 @@ class _Walk:
                     visit(op.body)
                     continue
                 self.code_ops.append(n_codes)
-                if isinstance(op, (ReLU, GroupMax)):
+                if op.records != "nothing":
                     n_codes += 1
 
         visit(ops)
@@ -946,7 +870,7 @@ class _Walk:
             leaf = self.leaf
             self.leaf += 1
             n, _, T, d = st.H.shape
-            if isinstance(op, Affine):
+            if op.key == "affine":
                 g = _gamma(d + 1)
                 with np.errstate(over="ignore", invalid="ignore"):
                     H = (st.H.reshape(-1, d) @ op.W.T).reshape(n, 2, T, -1)
@@ -960,16 +884,19 @@ class _Walk:
                 _finite(H, q)
                 st.H, st.E = H, q
                 self.er, self.eb = self._affine_error(op, g)
-            elif isinstance(op, ReLU):
+            elif op.key == "relu":
                 self._k_of[leaf] = 1
                 _chunked(st, functools.partial(self._relu, leaf=leaf), 8 * T * d)
-            elif isinstance(op, GroupMax):
+            elif op.key == "groupmax":
                 self._k_of[leaf] = op.k
                 pairs = op.k * (op.k - 1) // 2
                 per = 8 * T * (d // op.k) * pairs + 3 * T * d
                 _chunked(st, functools.partial(self._group_max, leaf=leaf, k=op.k), per)
-            else:  # pragma: no cover - walk_line sends attention elsewhere
-                raise TypeError(f"unknown op {type(op).__name__}")
+            else:  # the exact walk's row of the op protocol refuses it (attention walks are float walks)
+                refusal = support("line/exact", op_key(op))
+                if refusal is not None:
+                    refusal.raise_()
+                raise TypeError(f"the exact line walk has no step for {op_key(op)!r}")
 
     def _affine_error(self, op: Affine, g: float):
         key = id(op)
@@ -1327,7 +1254,7 @@ def _same_affine(C: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
 
 
 def _has_attention(ops) -> bool:
-    return any(isinstance(op, Attention) or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
+    return any(op.key.startswith("attention/") or (isinstance(op, Residual) and _has_attention(op.body)) for op in ops)
 
 
 def _walk_exact(program: Program, seg: Segment) -> LinePieces:

@@ -56,23 +56,23 @@ from typing import Any
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import AffineSlice, Box, Slice
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError
+from .._predicates import EPS, gamma
 from ..networks import check_domain, lower, walk_widths
-from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
+from ..networks._ops import Affine, Attention, GroupMax, Program, Residual
 from ..results._polytopes import Polytopes
+from ._exact import ExactMap, ExactReplay
 from ._protocol import Kernels
 
 #: Relative margin (of a hyperplane's size on the domain) under which a float64 sign is never trusted, on
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
-SNAP = 1e-12
+SNAP = tol.SPACE_SNAP
 #: Unit roundoff of float64.
-_U = 2.0**-53
-
-
-def _gamma(n) -> float:
-    """Higham's gamma_n = n u / (1 - n u): bounds the relative rounding error of an n-term sum of products."""
-    return n * _U / (1 - n * _U)
+_U = EPS
+#: Higham's gamma_n = n u / (1 - n u), rounded up (:func:`regioncount._predicates.gamma`).
+_gamma = gamma
 
 
 #: Float64 values a chunked temporary may hold.
@@ -528,79 +528,34 @@ class _Exact:
         T = program.tokens
         self.A0 = np.stack([A] * T, axis=1)  # (k+1, T, q)
         self._w: dict[int, tuple] = {}
+        # the one exact interpreter of codes (its kernels, memoised by code prefix), built on first use
+        self._replay: ExactReplay | None = None
+        self._split_leaf: list[int] = []
 
     def _weights(self, op):
+        """An attention op's weights as Fractions (for the exact argmax pieces of its scores)."""
         key = id(op)
         if key not in self._w:
-            if isinstance(op, Affine):
-                self._w[key] = (_frac_array(op.W).T, _frac_array(op.b))
-            else:
-                self._w[key] = tuple(_frac_array(x) for x in (op.Wq, op.Wk, op.Wv, op.Wo))
-        return self._w[key]
+            self._w[key] = (op, tuple(_frac_array(x) for x in (op.Wq, op.Wk, op.Wv, op.Wo)))
+        return self._w[key][1]
 
     def output(self, code_rows: list) -> np.ndarray:
         """The exact maps ``(k+1, T, d_out)`` after every op, on the region with code ``code_rows``."""
-        return self._run(self.program.ops, self.A0, code_rows, -1, {"s": 0})
+        from ..networks._interpret import ExactProgram
+
+        flat = [np.unpackbits(r[None], axis=1, count=w)[0] if kd == "bits" else np.asarray(r) for kd, w, r in code_rows]
+        code = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+        return ExactProgram(self.program, ExactMap.of_fractions(self.A0)).maps(code).fractions()
 
     def maps(self, code_rows: list, split: int):
-        try:
-            self._run(self.program.ops, self.A0, code_rows, split, {"s": 0})
-        except _Found as f:
-            return f.A
-        raise AssertionError("splitting op not reached")
-
-    def _run(self, ops, A, code_rows, split, state):
-        for op in ops:
-            if isinstance(op, Residual):
-                A = A + self._run(op.body, A, code_rows, split, state)
-            elif isinstance(op, Affine):
-                Wt, b = self._weights(op)
-                A = np.einsum("ctd,de->cte", A, Wt)
-                A[-1] = A[-1] + (b if b.ndim == 2 else b[None, :])
-            else:
-                if state["s"] == split:
-                    raise _Found(A)
-                kind, width, row = code_rows[state["s"]]
-                state["s"] += 1
-                A = self._op(op, A, kind, width, row)
-        return A
-
-    def _op(self, op, A, kind, width, row):
-        c1, T, d = A.shape
-        if isinstance(op, ReLU):
-            bits = np.unpackbits(row[None], axis=1, count=width)[0].reshape(T, d).astype(bool)
-            out = A.copy()
-            out[:, ~bits] = Fraction(0)
-            return out
-        if isinstance(op, GroupMax):
-            kk = op.k
-            dig = np.asarray(row, dtype=np.int64).reshape(T, d // kk)
-            G = A.reshape(c1, T, d // kk, kk)
-            return np.take_along_axis(G, dig[None, :, :, None], axis=-1)[..., 0]
-        # hardmax attention: winners from the code, exact ties averaged
-        Wq, Wk, Wv, Wo = self._weights(op)
-        H = op.heads
-        dig = np.asarray(row, dtype=np.int64).reshape(H, T)
-        out = np.empty((c1, T, d), dtype=object)
-        out[...] = Fraction(0)
-        for h in range(H):
-            Q = np.einsum("ctd,de->cte", A, Wq[h])
-            K = np.einsum("ctd,de->cte", A, Wk[h])
-            VO = np.einsum("ctd,de->cte", np.einsum("ctd,de->cte", A, Wv[h]), Wo[h])
-            S = np.einsum("aie,bje->ijab", Q, K)  # (T, T, k+1, k+1): score S_ij = [u,1] S[i,j] [u,1]^T
-            S = S + np.swapaxes(S, -1, -2)  # the symmetric form: equal polynomials <=> equal matrices
-            for i in range(T):
-                j0 = int(dig[h, i])
-                keys = range(i + 1) if op.causal else range(T)
-                tied = [j for j in keys if np.all(S[i, j] == S[i, j0])]
-                val = sum((VO[:, j, :] for j in tied[1:]), VO[:, tied[0], :].copy())
-                out[:, i, :] = out[:, i, :] + val / len(tied)
-        return out
-
-
-class _Found(Exception):
-    def __init__(self, A):
-        self.A = A
+        if self._replay is None:
+            self._replay = ExactReplay(self.program, ExactMap.of_fractions(self.A0))
+            r = self._replay
+            self._split_leaf = [leaf for leaf in sorted(r.leaf_pos) if r.ins[r.leaf_pos[leaf]][3]]
+        rows = []
+        for kind, width, row in code_rows[:split]:
+            rows.append(np.unpackbits(row[None], axis=1, count=width)[0] if kind == "bits" else np.asarray(row))
+        return self._replay.maps_at(rows, self._split_leaf[split]).fractions()
 
 
 def _solve_exact(rows: list[list[Fraction]], k: int):
@@ -687,7 +642,7 @@ class _Engine:
         self.split_index = 0
         self.exact_calls = 0
         self._cache: dict = {}
-        self._ops = [op for op, _, _ in walk_widths(program) if not isinstance(op, Affine)]
+        self._ops = [op for op, _, _ in walk_widths(program) if op.key != "affine"]
         st.cap_check = self.cap_check
 
     def cap_check(self, n: int):
@@ -1280,4 +1235,5 @@ def partition_space(
         facet_ids=st.fid[:n].copy(),
         facet_planes=planes,
         exact_decisions=eng.exact_calls,
+        program=program,
     )

@@ -59,19 +59,21 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import Box
 from .._errors import RegionCountError
-from ..networks import lower
-from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
-from ._line import _dyadic, _rescale
+from ..networks import lower, walk_widths
+from ..networks._interpret import ExactProgram, float_maps
+from ..networks._ops import Program
+from ..networks._protocol import refuse_unsupported
 from ._plane import _cut, partition_plane
 
 #: The clipping square is this many times the box (a power of two keeps ``S`` exact).
 _FAR = 2.0**20
 #: Relative size of ``a.d`` below which a constraint is parallel to a ray (or two lines parallel).
-_PARALLEL = 1e-12
+_PARALLEL = tol.WHOLE_PLANE_PARALLEL
 #: Relative value below which a vertex counts as on a line while clipping.
-_SNAP = 1e-13
+_SNAP = tol.WHOLE_PLANE_SNAP
 DEFAULT_START = 2.0
 DEFAULT_MAX_HALF_WIDTH = 2.0**40
 
@@ -97,17 +99,7 @@ def _check_program(program: Program) -> None:
             f"--whole-plane needs a network with 2 inputs (this one takes {program.input_dim}); count a 2D slice instead"
         )
 
-    def visit(ops):
-        for op in ops:
-            if isinstance(op, Attention):
-                raise RegionCountError(
-                    "--whole-plane covers ReLU MLPs and Maxout networks (convex regions cut out by lines); "
-                    "Transformer cells are bounded by curves: count a box with --box instead"
-                )
-            if isinstance(op, Residual):
-                visit(op.body)
-
-    visit(program.ops)
+    refuse_unsupported("whole_plane", (op for op, _, _ in walk_widths(program)))
     if program.tokens != 1:
         raise RegionCountError("--whole-plane covers ReLU MLPs and Maxout networks (one token)")
 
@@ -117,45 +109,13 @@ def region_constraints(program: Program, codes: np.ndarray) -> np.ndarray:
     ``a1 x1 + a2 x2 + c >= 0`` inside region ``r`` (rows of zeros where a unit's map is constant).
 
     ``codes (R, C)`` in :func:`~regioncount.engines._forward.forward_codes`' layout; ReLU MLP / Maxout
-    programs only (one token). Every pre-activation is affine in ``x`` given the code.
+    programs only (one token). The rows are the one interpreter's (:func:`~regioncount.networks._interpret.float_maps`).
     """
     R = codes.shape[0]
-    A = np.zeros((R, 3, program.input_dim))
-    A[:, 0, 0] = 1.0
-    A[:, 1, 1] = 1.0
-    rows: list[np.ndarray] = []
-    pos = 0
-
-    def run(ops, A):
-        nonlocal pos
-        for op in ops:
-            if isinstance(op, Affine):
-                A = A @ op.W.T
-                A[:, 2] += op.b[0] if op.b.ndim == 2 else op.b
-            elif isinstance(op, ReLU):
-                d = A.shape[2]
-                bits = codes[:, pos : pos + d].astype(bool)
-                pos += d
-                rows.append(np.where(bits[:, None, :], A, -A).transpose(0, 2, 1))
-                A = A * bits[:, None, :]
-            elif isinstance(op, GroupMax):
-                u = A.shape[2] // op.k
-                idx = codes[:, pos : pos + u].astype(np.int64)
-                pos += u
-                G = A.reshape(R, 3, u, op.k)
-                win = np.take_along_axis(G, idx[:, None, :, None], axis=-1)
-                rows.append((win - G).transpose(0, 2, 3, 1).reshape(R, u * op.k, 3))
-                A = win[..., 0]
-            elif isinstance(op, Residual):
-                A = A + run(op.body, A.copy())
-            else:  # pragma: no cover - refused by _check_program
-                raise TypeError(f"unknown op {type(op).__name__}")
-        return A
-
-    run(program.ops, A)
+    _, _, rows = float_maps(program, codes, np.zeros(2), np.eye(2), constraints=True)
     if not rows:
         return np.zeros((R, 0, 3))
-    return np.concatenate(rows, axis=1)
+    return np.concatenate([C for C, _, _ in rows], axis=2).transpose(0, 2, 1)
 
 
 def _snap(s: np.ndarray, tol: np.ndarray) -> np.ndarray:
@@ -274,54 +234,16 @@ def _float_offence(F: np.ndarray, v: np.ndarray, t: np.ndarray, L: float, S: flo
 
 def exact_constraints(program: Program, code: np.ndarray, cache: dict | None = None) -> np.ndarray:
     """:func:`region_constraints` for one region in exact integers: ``(m, 3)`` object array of Python ints,
-    each row a positive multiple of the exact halfplane ``a1 x1 + a2 x2 + c >= 0`` (float64 weights are
-    binary fractions; nothing is rounded)."""
-    q = program.input_dim
-    A = np.zeros((3, q), dtype=object)
-    A[:] = 0
-    A[0, 0], A[1, 1] = 1, 1
-    state = [A, 0]  # coefficients (of x1, x2, 1) times 2^-e
-    rows: list[np.ndarray] = []
-    pos = 0
-
-    def run(ops, A, e):
-        nonlocal pos
-        for op in ops:
-            if isinstance(op, Affine):
-                key = id(op)
-                if cache is None or key not in cache:
-                    conv = (*_dyadic(op.W.T), *_dyadic(np.asarray(op.b).reshape(-1, op.W.shape[0])[0]))
-                    if cache is not None:
-                        cache[key] = conv
-                W, eW, b, eb = conv if cache is None else cache[key]
-                P, eP = np.dot(A, W), e + eW
-                E = max(eP, eb)
-                A, e = _rescale(P, eP, E), E
-                A[2] = A[2] + _rescale(b, eb, E)
-            elif isinstance(op, ReLU):
-                d = A.shape[1]
-                bits = code[pos : pos + d].astype(bool)
-                pos += d
-                rows.append(np.where(bits[None, :], A, -A).T)
-                A = A * bits.astype(np.int64).astype(object)
-            elif isinstance(op, GroupMax):
-                u = A.shape[1] // op.k
-                idx = code[pos : pos + u].astype(np.int64)
-                pos += u
-                G = A.reshape(3, u, op.k)
-                win = np.take_along_axis(G, idx[None, :, None], axis=-1)
-                rows.append((win - G).transpose(1, 2, 0).reshape(u * op.k, 3))
-                A = win[..., 0]
-            elif isinstance(op, Residual):
-                B, eB = run(op.body, A.copy(), e)
-                E = max(e, eB)
-                A, e = _rescale(A, e, E) + _rescale(B, eB, E), E
-        return A, e
-
-    run(program.ops, *state)
-    if not rows:
-        return np.zeros((0, 3), dtype=object)
-    return np.concatenate(rows, axis=0)
+    each row a positive multiple of the exact halfplane ``a1 x1 + a2 x2 + c >= 0`` (the one interpreter of
+    codes, :class:`~regioncount.networks._interpret.ExactProgram`; ``cache`` holds it between calls)."""
+    key = ("interpreter", id(program))
+    ex = None if cache is None else cache.get(key)
+    if ex is None or ex[0] is not program:
+        ex = (program, ExactProgram.of_domain(program, np.zeros(2), np.eye(2), size=16))
+        if cache is not None:
+            cache[key] = ex
+    C, _ = ex[1].constraints(code)
+    return C.N.T.copy()
 
 
 def _exact_cycle(rows: np.ndarray, S: float) -> np.ndarray:

@@ -74,12 +74,13 @@ def check_domain(net, lo, hi) -> None:
     import numpy as np
 
     from .._errors import DomainError
+    from .._tolerances import VALID_BOX_SLACK
 
     vb = getattr(net, "valid_box", None)
     if vb is None:
         return
     vlo, vhi = np.asarray(vb[0]), np.asarray(vb[1])
-    if np.any(np.asarray(lo) < vlo - 1e-12) or np.any(np.asarray(hi) > vhi + 1e-12):
+    if np.any(np.asarray(lo) < vlo - VALID_BOX_SLACK) or np.any(np.asarray(hi) > vhi + VALID_BOX_SLACK):
         raise DomainError(
             f"this model was compiled for the box [{vlo.tolist()}, {vhi.tolist()}] and is not exact outside it; "
             f"the requested domain spans [{np.asarray(lo).tolist()}, {np.asarray(hi).tolist()}]"

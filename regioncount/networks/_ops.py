@@ -74,34 +74,117 @@ def as_f64(a) -> np.ndarray:
     return out
 
 
+def _frozen(a):
+    """A read-only float64 copy of a NumPy-convertible ``a``; a JAX array or tracer (a network lowered inside
+    ``jax.jit`` or ``jax.grad``) is kept as it is: only its shape is checked."""
+    if type(a).__module__.startswith("jax"):
+        return a
+    return as_f64(a)
+
+
+#: what an op records in the code: ``"nothing"``, ``"bits"`` (one 0/1 entry per decision, 1 where the compared
+#: value is > 0) or ``"argmax"`` (the index of the first largest of several values)
+RECORDS = ("nothing", "bits", "argmax")
+
+
+class _Facts:
+    """The facts every op states about itself (validated and frozen at construction; the op protocol and
+    every consumer read them instead of branching on the op's class):
+
+    - :attr:`key`: its protocol key (``"relu"``, ``"attention/hardmax"``, ...);
+    - :attr:`records`: what it records in the code (:data:`RECORDS`);
+    - :meth:`code_length`: how many code entries it writes, given its input width and the tokens;
+    - :meth:`digit_max`: the largest value a code entry can take (0 when it records nothing);
+    - :attr:`degree`: the degree of its output in its input on one piece (1: affine on every piece);
+    - :attr:`smooth`: True when it makes no discrete decision at all (softmax);
+    - :meth:`width_out`: its output width given its input width (raises ``ValueError`` when they do not fit).
+    """
+
+    records: str = "nothing"
+    degree: int = 1
+    smooth: bool = False
+
+    @property
+    def key(self) -> str:
+        return type(self).__name__.lower()
+
+    def code_length(self, width_in: int, tokens: int) -> int:
+        return 0
+
+    def digit_max(self, tokens: int) -> int:
+        return 0
+
+    def width_out(self, width_in: int) -> int:
+        return width_in
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class Affine:
+class Affine(_Facts):
     """``H <- H @ W.T + b``; ``W`` is ``(d_out, d_in)``, ``b`` is ``(d_out,)`` or per token ``(T, d_out)``."""
 
     W: np.ndarray
     b: np.ndarray
 
+    def __post_init__(self):
+        W, b = _frozen(self.W), _frozen(self.b)
+        if len(np.shape(W)) != 2 or len(np.shape(b)) not in (1, 2) or np.shape(b)[-1] != np.shape(W)[0]:
+            raise ValueError(f"affine op: weight {np.shape(W)} and bias {np.shape(b)} do not fit")
+        object.__setattr__(self, "W", W)
+        object.__setattr__(self, "b", b)
+
+    def width_out(self, width_in: int) -> int:
+        if self.W.shape[1] != width_in:
+            raise ValueError(f"affine expects width {self.W.shape[1]}, gets {width_in}")
+        return int(self.W.shape[0])
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class ReLU:
-    """Entrywise ``max(H, 0)``."""
+class ReLU(_Facts):
+    """Entrywise ``max(H, 0)``; records one bit per entry (``T * width``), 1 where the input is > 0."""
+
+    records = "bits"
+
+    def code_length(self, width_in: int, tokens: int) -> int:
+        return tokens * width_in
+
+    def digit_max(self, tokens: int) -> int:
+        return 1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class GroupMax:
-    """Maxout: ``H`` of shape ``(T, n*k)`` read as ``(T, n, k)`` (unit-major), max over the last axis."""
+class GroupMax(_Facts):
+    """Maxout: ``H`` of shape ``(T, n*k)`` read as ``(T, n, k)`` (unit-major), max over the last axis; records
+    the first largest piece per unit (``T * n`` digits in ``0 .. k - 1``)."""
 
     k: int
+    records = "argmax"
+
+    def __post_init__(self):
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
+            raise ValueError(f"group max needs a positive integer rank, not {self.k!r}")
+        object.__setattr__(self, "k", int(self.k))
+
+    def code_length(self, width_in: int, tokens: int) -> int:
+        return tokens * (width_in // self.k)
+
+    def digit_max(self, tokens: int) -> int:
+        return self.k - 1
+
+    def width_out(self, width_in: int) -> int:
+        if width_in % self.k:
+            raise ValueError(f"group max of rank {self.k} on width {width_in}")
+        return width_in // self.k
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Attention:
+class Attention(_Facts):
     """Multi-head attention ``sum_h sigma(S_h) (H Wv_h) Wo_h`` with ``S_h = (H Wq_h)(H Wk_h)^T``.
 
     Shapes: ``Wq, Wk`` are ``(heads, d, d_k)``, ``Wv`` is ``(heads, d, d_v)``, ``Wo`` is
-    ``(heads, d_v, d)``. ``sigma`` is ``"hardmax"`` (one-hot argmax per row, ties averaged),
-    ``"relu"`` (entrywise, divided by ``T`` when ``scale_by_T``) or ``"softmax"`` with inverse
-    temperature ``inv_temperature``. ``causal`` masks keys after the query.
+    ``(heads, d_v, d)``. ``sigma`` is ``"hardmax"`` (one-hot argmax per row, ties averaged; records the
+    argmax key per head and query), ``"relu"`` (entrywise, divided by ``T`` when ``scale_by_T``; one bit per
+    head, query and key, masked entries 0) or ``"softmax"`` with inverse temperature ``inv_temperature``
+    (smooth: records nothing). ``causal`` masks keys after the query.
     """
 
     Wq: np.ndarray
@@ -113,16 +196,91 @@ class Attention:
     scale_by_T: bool = False
     inv_temperature: float = 1.0
 
+    def __post_init__(self):
+        if self.sigma not in SIGMAS:
+            raise ValueError(f"attention sigma must be one of {SIGMAS}, not {self.sigma!r}")
+        Wq, Wk, Wv, Wo = (_frozen(x) for x in (self.Wq, self.Wk, self.Wv, self.Wo))
+        sq, sk, sv, so = (np.shape(x) for x in (Wq, Wk, Wv, Wo))
+        if (
+            len(sq) != 3
+            or sk != sq
+            or len(sv) != 3
+            or len(so) != 3
+            or sv[:2] != sq[:2]
+            or so[0] != sq[0]
+            or so[1] != sv[2]
+            or so[2] != sq[1]
+        ):
+            raise ValueError(f"attention weights Wq {sq}, Wk {sk}, Wv {sv}, Wo {so} do not fit")
+        for name, value in zip(("Wq", "Wk", "Wv", "Wo"), (Wq, Wk, Wv, Wo), strict=True):
+            object.__setattr__(self, name, value)
+
     @property
     def heads(self) -> int:
         return int(self.Wq.shape[0])
 
+    @property
+    def key(self) -> str:
+        return f"attention/{self.sigma}"
+
+    @property
+    def records(self) -> str:  # type: ignore[override]
+        return {"hardmax": "argmax", "relu": "bits", "softmax": "nothing"}[self.sigma]
+
+    @property
+    def degree(self) -> int:  # type: ignore[override]
+        # on a piece: hardmax mixes values linearly; ReLU attention multiplies a quadratic score by a value
+        return 3 if self.sigma == "relu" else 1
+
+    @property
+    def smooth(self) -> bool:  # type: ignore[override]
+        return self.sigma == "softmax"
+
+    def code_length(self, width_in: int, tokens: int) -> int:
+        return {"hardmax": self.heads * tokens, "relu": self.heads * tokens * tokens, "softmax": 0}[self.sigma]
+
+    def digit_max(self, tokens: int) -> int:
+        return {"hardmax": tokens - 1, "relu": 1, "softmax": 0}[self.sigma]
+
+    def width_out(self, width_in: int) -> int:
+        if self.Wq.shape[1] != width_in or self.Wo.shape[2] != width_in:
+            raise ValueError(f"attention expects width {self.Wq.shape[1]}, gets {width_in}")
+        return width_in
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Residual:
-    """``H <- H + body(H)`` for a tuple of ops ``body``."""
+class Residual(_Facts):
+    """``H <- H + body(H)`` for a tuple of ops ``body``; records what its body records."""
 
     body: tuple
+
+    def __post_init__(self):
+        body = tuple(self.body)
+        for op in body:
+            if not isinstance(op, _Facts):
+                raise TypeError(f"a residual body holds ops, not {type(op).__name__}")
+        object.__setattr__(self, "body", body)
+
+    @property
+    def records(self) -> str:  # type: ignore[override]
+        kinds = {op.records for op in self.body} - {"nothing"}
+        return "nothing" if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
+
+    @property
+    def smooth(self) -> bool:  # type: ignore[override]
+        return all(op.smooth or op.records == "nothing" for op in self.body) and any(op.smooth for op in self.body)
+
+    @property
+    def degree(self) -> int:  # type: ignore[override]
+        return max((op.degree for op in self.body), default=1)
+
+    def width_out(self, width_in: int) -> int:
+        w = width_in
+        for op in self.body:
+            w = op.width_out(w)
+        if w != width_in:
+            raise ValueError(f"residual body maps width {width_in} to {w}")
+        return width_in
 
 
 Op = Affine | ReLU | GroupMax | Attention | Residual
@@ -149,12 +307,29 @@ class Program:
     out_token: int = 0
     valid_box: tuple | None = None
 
+    def __post_init__(self):
+        ops = tuple(self.ops)
+        for op in ops:
+            if not isinstance(op, _Facts):
+                raise TypeError(f"a program holds ops of networks._ops, not {type(op).__name__}")
+        if int(self.tokens) < 1 or int(self.input_dim) < 1 or not 0 <= int(self.out_token) < int(self.tokens):
+            raise ValueError(
+                f"a program needs tokens >= 1, input_dim >= 1 and 0 <= out_token < tokens (got {self.tokens}, "
+                f"{self.input_dim}, {self.out_token})"
+            )
+        object.__setattr__(self, "ops", ops)
+        object.__setattr__(self, "tokens", int(self.tokens))
+        object.__setattr__(self, "input_dim", int(self.input_dim))
+        object.__setattr__(self, "out_token", int(self.out_token))
+        walk_widths(self)  # every width fits, or ValueError now rather than in an engine
+
 
 _pytree(Program, ("ops",), ("tokens", "input_dim", "out_token", "valid_box"))
 
 
 def walk_widths(program: Program) -> list[tuple[Op, int, int]]:
-    """Each leaf op (residual bodies flattened) with its input and output width, in order."""
+    """Each leaf op (residual bodies flattened) with its input and output width, in order (``ValueError`` where
+    a width does not fit)."""
     out: list[tuple[Op, int, int]] = []
 
     def visit(ops, width: int) -> int:
@@ -163,58 +338,37 @@ def walk_widths(program: Program) -> list[tuple[Op, int, int]]:
                 w = visit(op.body, width)
                 if w != width:
                     raise ValueError(f"residual body maps width {width} to {w}")
-            elif isinstance(op, Affine):
-                if op.W.shape[1] != width:
-                    raise ValueError(f"affine expects width {op.W.shape[1]}, gets {width}")
-                out.append((op, width, op.W.shape[0]))
-                width = op.W.shape[0]
-            elif isinstance(op, GroupMax):
-                if width % op.k:
-                    raise ValueError(f"group max of rank {op.k} on width {width}")
-                out.append((op, width, width // op.k))
-                width //= op.k
-            elif isinstance(op, Attention):
-                if op.Wq.shape[1] != width or op.Wo.shape[2] != width:
-                    raise ValueError(f"attention expects width {op.Wq.shape[1]}, gets {width}")
-                out.append((op, width, width))
             else:
-                out.append((op, width, width))
+                w = op.width_out(width)
+                out.append((op, width, w))
+                width = w
         return width
 
     visit(program.ops, program.input_dim)
     return out
 
 
+def _leaf(op) -> _Facts:
+    if not isinstance(op, _Facts) or isinstance(op, Residual):
+        raise TypeError(f"not a leaf op of networks._ops: {type(op).__name__}")
+    return op
+
+
 def op_code_length(op: Op, width_in: int, tokens: int) -> int:
-    """Number of code entries a leaf op writes (see module docstring)."""
-    if isinstance(op, ReLU):
-        return tokens * width_in
-    if isinstance(op, GroupMax):
-        return tokens * (width_in // op.k)
-    if isinstance(op, Attention):
-        if op.sigma == "hardmax":
-            return op.heads * tokens
-        if op.sigma == "relu":
-            return op.heads * tokens * tokens
-    return 0
+    """Number of code entries a leaf op writes (its own fact; ``TypeError`` for anything that is not an op)."""
+    return _leaf(op).code_length(width_in, tokens)
 
 
 def code_length(program: Program) -> int:
     """Length of the flat activation code of ``program``."""
-    return sum(op_code_length(op, w, program.tokens) for op, w, _ in walk_widths(program))
+    return sum(op.code_length(w, program.tokens) for op, w, _ in walk_widths(program))
 
 
 def is_piecewise_linear(program: Program) -> bool:
-    """True when no op is ReLU or softmax attention (those make the map non-linear on pieces)."""
-    return all(not (isinstance(op, Attention) and op.sigma != "hardmax") for op, _, _ in walk_widths(program))
+    """True when every op is affine on every piece and not smooth (ReLU attention and softmax are not)."""
+    return all(op.degree == 1 and not op.smooth for op, _, _ in walk_widths(program))
 
 
 def max_code_digit(program: Program) -> int:
     """The largest value any code entry can take (1 for bits, k-1 or T-1 for argmax indices)."""
-    m = 1
-    for op, _, _ in walk_widths(program):
-        if isinstance(op, GroupMax):
-            m = max(m, op.k - 1)
-        elif isinstance(op, Attention) and op.sigma == "hardmax":
-            m = max(m, program.tokens - 1)
-    return m
+    return max([1] + [op.digit_max(program.tokens) for op, _, _ in walk_widths(program)])

@@ -21,12 +21,13 @@ import time
 
 import numpy as np
 
+from .. import _tolerances as tol
 from .._domain import Box, Slice
 from .._enums import Method
 from .._errors import DomainError, KeySetError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
-from ..networks._ops import Affine, GroupMax, Program, ReLU
+from ..networks._ops import Program, walk_widths
 from ..results import Partition
 from ..results._partition import _components
 from ._targets import as_target, utility_program
@@ -37,24 +38,19 @@ _CHUNK = 1 << 15
 
 def _score_maps(program: Program, domain, codes: np.ndarray) -> np.ndarray:
     """Affine maps ``(R, n, 3)`` from ``(u1, u2, 1)`` to the scores entering the final GroupMax of
-    ``program`` on each region, from the regions' ReLU bits ``codes (R, C)`` (code layout of ``_ops``)."""
+    ``program`` on each region, from the regions' codes ``codes (R, C)`` (code layout of ``_ops``): the one
+    interpreter of codes (:func:`~regioncount.networks._interpret.float_maps`) on the ops before it."""
+    from ..networks._interpret import float_maps
+    from ..networks._ops import code_length
+    from ..networks._protocol import refuse_unsupported
+
+    refuse_unsupported("retrieval", (op for op, _, _ in walk_widths(program)))
+    ops = list(program.ops)
+    last = max((i for i, op in enumerate(ops) if op.key == "groupmax"), default=len(ops))
+    head = Program(program.tokens, program.input_dim, tuple(ops[:last]))
     x0, V = domain.input_map()
-    R = codes.shape[0]
-    A = np.broadcast_to(np.stack([V[:, 0], V[:, 1], x0])[None], (R, 3, x0.shape[0])).copy()
-    col = 0
-    for op in program.ops:
-        if isinstance(op, Affine):
-            A = A @ op.W.T
-            A[:, 2] += op.b
-        elif isinstance(op, ReLU):
-            w = A.shape[2]
-            A *= codes[:, None, col : col + w].astype(np.float64)
-            col += w
-        elif isinstance(op, GroupMax):
-            break
-        else:
-            raise TypeError(f"a retrieval program has no {type(op).__name__} op")
-    return A.transpose(0, 2, 1)
+    A, _, _ = float_maps(head, codes[:, : code_length(head)], x0, V)
+    return A[:, :, program.out_token, :].transpose(0, 2, 1)
 
 
 def _param_box(domain: Box | Slice) -> tuple[np.ndarray, np.ndarray]:
@@ -344,8 +340,8 @@ def _cells_by_key(part: Partition, keys: np.ndarray, n: int) -> list:
     # two sides of a cut may subdivide it differently (a vertex of one lies on the other's edge only to
     # rounding): a union on a grid of 1e-13 of the domain's span merges them without gaps or slits
     span = np.asarray(part.domain.param_hi) - np.asarray(part.domain.param_lo)
-    grid = 1e-13 * float(np.max(span))
-    tiny = 1e-12 * float(np.prod(span))  # the plane engine makes no region below this (its area_tol)
+    grid = tol.RETRIEVAL_GRID * float(np.max(span))
+    tiny = tol.RETRIEVAL_SLIT * float(np.prod(span))  # the plane engine makes no region below this (its area_tol)
     out = []
     for j in range(n):
         u = shapely.union_all(polys[keys == j], grid_size=grid)
@@ -367,7 +363,7 @@ def retrieval_error(
     samples: int = 100_000,
     seed: int = 0,
     grid: int = 200,
-    tie_tol: float = 1e-9,
+    tie_tol: float = tol.RETRIEVAL_TIE,
 ) -> RetrievalError:
     """The retrieval error of ``retrieval`` against ``target`` (see :func:`~regioncount.relations.as_target`).
 

@@ -14,6 +14,9 @@ import tempfile
 
 import numpy as np
 
+from .. import _tolerances as tol
+from ._graph import _components as _components  # re-exported: every result type labels components
+
 #: Default node limit of :meth:`Partition.to_networkx`.
 MAX_GRAPH_NODES = 200_000
 
@@ -69,6 +72,7 @@ class Partition:
         vertex_error=None,
         stats: dict | None = None,
         copy: bool = True,
+        program=None,
     ):
         own = _owned if copy else _adopted
         self.domain = domain
@@ -96,6 +100,10 @@ class Partition:
         hi = np.asarray(domain.param_hi, dtype=np.float64)
         self._lo, self._hi = lo, hi
         self._adjacency: np.ndarray | None = None
+        #: the lowered network (:class:`~regioncount.networks.Program`) the engine partitioned, or None: with it,
+        #: linear regions are decided exactly (:mod:`._linear`)
+        self.program = program
+        self._linear: np.ndarray | None = None
         self._sealed = True
 
     def __setattr__(self, name, value):
@@ -216,7 +224,7 @@ class Partition:
         # with engine tags, edges on one line are grouped exactly and only float noise in their ends needs
         # a margin (slivers far below 1e-9 of the domain are regions, with neighbours); without tags, edges
         # are grouped by their lines with a tolerance and the margin stays at that scale
-        eps = (1e-13 if self.edge_tags is not None else 1e-9) * diam
+        eps = (tol.ADJACENCY_TAGGED if self.edge_tags is not None else tol.ADJACENCY_UNTAGGED) * diam
         keep = length > eps
         P, Q, d, length, reg = P[keep], Q[keep], d[keep], length[keep], reg[keep]
         tags = self.edge_tags[keep] if self.edge_tags is not None else _line_tags(P, Q, d, length, diam)
@@ -254,17 +262,35 @@ class Partition:
             return np.zeros((0, 2), np.int64)
         return np.unique(pairs, axis=0)
 
-    def linear_region_labels(self, rtol: float = 1e-9) -> np.ndarray:
-        """Label ``(R,)`` of the linear region (Montúfar et al. 2014) of each activation region: neighbours
-        whose affine maps agree within ``rtol`` (relative to the maps' size on the domain) are merged."""
+    @property
+    def linear_exact(self) -> bool:
+        """Whether :meth:`linear_region_labels` decides in exact arithmetic (the partition carries its program)."""
+        return self.program is not None
+
+    def linear_region_labels(self, rtol: float | None = None) -> np.ndarray:
+        """Label ``(R,)`` (smallest member) of the linear region (Montúfar et al. 2014) of each activation
+        region: neighbours whose output maps are equal in exact arithmetic are merged (:mod:`._linear`: a
+        float comparison where its rigorous bound decides, rational arithmetic otherwise).
+
+        ``rtol`` (a float), or a partition built without its program, uses the float rule instead: maps equal
+        within ``rtol`` (default 1e-9) of their size on the domain; :attr:`linear_exact` then says False."""
         R = self.n_regions
         E = self.adjacency()
         if E.size == 0:
             return np.arange(R)
-        Mn = normalised_maps(self.maps, self._lo, self._hi)
-        return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], rtol)])
+        if rtol is None and self.program is not None:
+            if self._linear is None:
+                from ._linear import linear_labels
 
-    def linear_regions(self, rtol: float = 1e-9) -> int:
+                x0, V = self.domain.input_map()
+                lab = linear_labels(R, E, self.program, self.codes, x0, V, self.stats)
+                lab.setflags(write=False)
+                self._linear = lab
+            return self._linear
+        Mn = normalised_maps(self.maps, self._lo, self._hi)
+        return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], 1e-9 if rtol is None else rtol)])
+
+    def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
         return int(np.unique(self.linear_region_labels(rtol)).size)
 
@@ -386,7 +412,7 @@ def _clusters(x: np.ndarray, tol: float) -> np.ndarray:
 def _line_tags(P, Q, d, length, diam: float) -> np.ndarray:
     """Integer tags grouping edges by supporting line (angle within 1e-8 rad, offset within 1e-9 diam)."""
     theta = np.mod(np.arctan2(d[:, 1], d[:, 0]), np.pi)
-    tol_t = 1e-8
+    tol_t = tol.ADJACENCY_ANGLE
     # angles near pi are the same lines as angles near 0
     theta = np.where(theta > np.pi - tol_t, theta - np.pi, theta)
     o = np.argsort(theta, kind="stable")
@@ -402,7 +428,7 @@ def _line_tags(P, Q, d, length, diam: float) -> np.ndarray:
     o = np.lexsort((rho, lab_t))
     lab = np.empty(rho.size, np.int64)
     brk = np.ones(rho.size, bool)
-    brk[1:] = (lab_t[o][1:] != lab_t[o][:-1]) | (np.diff(rho[o]) > 1e-9 * diam)
+    brk[1:] = (lab_t[o][1:] != lab_t[o][:-1]) | (np.diff(rho[o]) > tol.ADJACENCY_UNTAGGED * diam)
     lab[o] = np.cumsum(brk) - 1
     return lab
 
@@ -416,24 +442,3 @@ def block_code_rows(blocks, index, n_regions: int) -> np.ndarray:
         parts.append(np.unpackbits(rows, axis=1, count=w).astype(np.int32) if kind == "bits" else rows.astype(np.int32))
     n = parts[0].shape[0] if parts else len(np.arange(n_regions)[index])
     return np.concatenate(parts, axis=1) if parts else np.zeros((n, 0), np.int32)
-
-
-def _components(n: int, E: np.ndarray) -> np.ndarray:
-    """Connected-component labels ``(n,)`` (smallest member) of the graph with edges ``E (m, 2)``;
-    vectorised union-find: hook roots to smaller roots, then jump pointers."""
-    parent = np.arange(n)
-    if E.size == 0:
-        return parent
-    a, b = E[:, 0], E[:, 1]
-    while True:
-        pa, pb = parent[a], parent[b]
-        diff = pa != pb
-        if not diff.any():
-            return parent
-        lo, hi = np.minimum(pa, pb)[diff], np.maximum(pa, pb)[diff]
-        np.minimum.at(parent, hi, lo)
-        while True:
-            nxt = parent[parent]
-            if np.array_equal(nxt, parent):
-                break
-            parent = nxt

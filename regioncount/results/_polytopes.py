@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 
+from .. import _tolerances as tol
 from ._partition import _components, block_code_rows
 
 
@@ -32,7 +33,18 @@ class Polytopes:
     """
 
     def __init__(
-        self, domain, vertices, offsets, maps, codes, *, incidence, facet_ids, facet_planes, exact_decisions=0
+        self,
+        domain,
+        vertices,
+        offsets,
+        maps,
+        codes,
+        *,
+        incidence,
+        facet_ids,
+        facet_planes,
+        exact_decisions=0,
+        program=None,
     ):
         self.domain = domain
         self.k = int(np.asarray(vertices).shape[1])
@@ -55,6 +67,11 @@ class Polytopes:
         self._lo, self._hi = lo, hi
         self._c, self._h = (lo + hi) / 2, (hi - lo) / 2
         self._adjacency = None
+        #: the lowered network the engine partitioned (None: linear regions by the float rule, not exact)
+        self.program = program
+        self._linear: np.ndarray | None = None
+        #: how the linear-region merge decided its pairs (filled when linear regions are asked for)
+        self.stats: dict = {}
 
     # -- basics --------------------------------------------------------------------------------------
 
@@ -199,8 +216,8 @@ class Polytopes:
         lo = np.where(used & (beta > 0), t, 0.0).max(axis=1, initial=0.0)
         hi = np.where(used & (beta < 0), t, 1.0).min(axis=1, initial=1.0)
         scale = np.abs(w[..., :-1]) @ np.abs(b - a) + np.abs(alpha)
-        dead = np.any(used & (beta == 0) & (alpha < -1e-12 * scale), axis=1)
-        ok = (hi - lo > 1e-12) & ~dead
+        dead = np.any(used & (beta == 0) & (alpha < -tol.POLYTOPE_SEGMENT * scale), axis=1)
+        ok = (hi - lo > tol.POLYTOPE_SEGMENT) & ~dead
         idx = np.flatnonzero(ok)
         order = np.argsort(lo[idx], kind="stable")
         idx = idx[order]
@@ -295,38 +312,66 @@ class Polytopes:
             w = self._planes_normalised(reg)  # (n, F, k+1)
             usable = (self.facet_ids[reg] >= 0) & (self.facet_ids[reg] // 2 != ident[:, None])
             vals = np.einsum("nfk,nmk->nfm", w[..., :-1], X) + w[..., -1:]
-            tol = 1e-9 * np.abs(w).sum(axis=-1)
+            slack = tol.POLYTOPE_TOUCH * np.abs(w).sum(axis=-1)
             top = np.where(m[:, None, :], vals, -np.inf).max(axis=2)
-            return np.any(usable & (top <= tol), axis=1)
+            return np.any(usable & (top <= slack), axis=1)
 
         return ~separated(ra, Xb, mb) & ~separated(rb, Xa, ma)
 
-    def linear_region_labels(self, rtol: float = 1e-9) -> np.ndarray:
+    @property
+    def linear_exact(self) -> bool:
+        """Whether :meth:`linear_region_labels` decides in exact arithmetic (the result carries its program)."""
+        return self.program is not None
+
+    def linear_region_labels(self, rtol: float | None = None) -> np.ndarray:
         """Label ``(R,)`` of the linear region (Montúfar et al. 2014) of each activation region: neighbours
-        across a facet whose affine maps agree within ``rtol`` (relative to their size on the domain)."""
+        across a facet whose output maps are equal in exact arithmetic (:mod:`._linear`, the merge
+        :class:`Partition` uses). ``rtol`` (a float), or polytopes built without their program: the float rule,
+        maps equal within ``rtol`` (default 1e-9) of their size on the domain (not exact)."""
         R = self.n_regions
         if R < 2:
             return np.arange(R)
+        if rtol is None and self.program is not None:
+            if self._linear is None:
+                from ._linear import candidate_labels, linear_labels, output_maps
+
+                x0, V = self.domain.input_map()
+                F, Eb = output_maps(self.program, self.codes, x0, V)
+                grids = candidate_labels(F, Eb) if F is not None else [None]
+                if any(g is None for g in grids) or self._adjacency is not None:
+                    pairs = self.adjacency()
+                else:  # only neighbours whose maps can be equal (adjacency within each grid's labels)
+                    found = [self._find_adjacency(g) for g in grids]
+                    pairs = (
+                        np.unique(np.concatenate(found), axis=0)
+                        if any(p.size for p in found)
+                        else np.zeros((0, 2), np.int64)
+                    )
+                fm = None if F is None else (F, Eb)
+                self._linear = linear_labels(R, pairs, self.program, self.codes, x0, V, self.stats, fm)
+                self._linear.setflags(write=False)
+            return self._linear
+        rtol = 1e-9 if rtol is None else rtol
         Mn = np.empty_like(self.maps)
         Mn[..., :-1] = self.maps[..., :-1] * self._h
         Mn[..., -1] = self.maps[..., -1] + (self.maps[..., :-1] * self._c).sum(axis=-1)
         size = np.abs(Mn).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(R)
         unit = max(float(size.max(initial=0.0)), 1e-300) * 1e-7
-        pairs = []
+        cands = []
         for shift in (0.0, 0.5):
             # only regions whose maps fall in one grid cell are candidates (two shifted grids, so maps equal
             # to rounding never straddle every cell boundary)
             q = np.floor(Mn.reshape(R, -1) / unit + shift).astype(np.int64)
             _, label = np.unique(q, axis=0, return_inverse=True)
-            pairs.append(self._find_adjacency(label.reshape(-1)))
-        E = np.unique(np.concatenate(pairs), axis=0) if any(p.size for p in pairs) else np.zeros((0, 2), np.int64)
+            cands.append(self._find_adjacency(label.reshape(-1)))
+        E = np.unique(np.concatenate(cands), axis=0) if any(p.size for p in cands) else np.zeros((0, 2), np.int64)
         if E.size == 0:
             return np.arange(R)
         diff = np.abs(Mn[E[:, 0]] - Mn[E[:, 1]]).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(len(E))
         same = diff <= rtol * np.maximum(size[E[:, 0]], size[E[:, 1]])
         return _components(R, E[same])
 
-    def linear_regions(self, rtol: float = 1e-9) -> int:
+    def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
         return int(np.unique(self.linear_region_labels(rtol)).size)
 

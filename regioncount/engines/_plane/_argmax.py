@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._exact import EPS, TINY, gamma
+from ... import _tolerances as tol
+from ..._predicates import EPS, TINY, gamma
 from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs, _pad, _pad_tags
 
 #: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
-ALIAS_TOL = 1e-9
+ALIAS_TOL = tol.ARGMAX_ALIAS
 
 
 def argmax_start(eng, F: np.ndarray, E: np.ndarray, active: np.ndarray) -> np.ndarray:

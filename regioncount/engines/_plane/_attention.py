@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._errors import CurvedBoundaryError
+from ..._predicates import EPS, INEXACT_G, TINY, ZERO_G, affine_bounds, finite_or_raise, gamma, sum_bounds
 from ...networks._ops import Attention
-from .._exact import EPS, INEXACT_G, TINY, ZERO_G, affine_bounds, finite_or_raise, gamma, sum_bounds
 from ._argmax import argmax_start, argmax_unit
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Tokens

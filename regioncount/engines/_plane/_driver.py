@@ -12,10 +12,11 @@ import numpy as np
 from ..._domain import Box, Slice
 from ..._errors import DomainError, InexactError, MemoryCapError
 from ..._memory import check_rss
+from ..._predicates import EPS, INEXACT_G, column_granularity, exact_frame_error, sum_bounds
 from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
-from .._exact import EPS, INEXACT_G, ExactMap, column_granularity, exact_frame_error, sum_bounds
+from .._exact import ExactMap
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -47,7 +48,7 @@ def _leaves(op) -> int:
 
 
 def _splits(ops) -> bool:
-    return any(_splits(o.body) if isinstance(o, Residual) else not isinstance(o, Affine) for o in ops)
+    return any(_splits(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
 
 
 class _Engine(_Decisions):
@@ -291,6 +292,16 @@ def partition_plane(
         "min_area": float(areas.min()) if areas.size else None,
     }
     part = Partition(
-        domain, verts, offsets, maps, areas, blocks, edge_tags=tags, vertex_error=rad, stats=stats, copy=False
+        domain,
+        verts,
+        offsets,
+        maps,
+        areas,
+        blocks,
+        edge_tags=tags,
+        vertex_error=rad,
+        stats=stats,
+        copy=False,
+        program=program,
     )
     return part

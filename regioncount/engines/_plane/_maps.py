@@ -7,8 +7,9 @@ import dataclasses
 
 import numpy as np
 
+from ..._predicates import affine_bounds, finite_or_raise
 from ...networks._ops import Affine
-from .._exact import ExactMap, affine_bounds, exact_affine, finite_or_raise
+from .._exact import ExactMap, exact_affine
 from ._polygon import _CHUNK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._exact import EPS, TINY, gamma
+from ..._predicates import EPS, TINY, gamma
 
 #: Number of float64 values a chunked temporary may hold.
 _CHUNK = 1 << 18

@@ -10,8 +10,9 @@ import numpy as np
 
 from ..._errors import InexactError
 from ..._memory import check_rss
+from ..._predicates import EPS, TINY, int_intersection, intersection, vertex_sign
 from ...networks._ops import Program
-from .._exact import EPS, TINY, ExactMap, ExactReplay, exact_scores, int_intersection, intersection, vertex_sign
+from .._exact import ExactMap, ExactReplay, exact_scores
 from ._maps import _token_column
 from ._polygon import _FIRST_TAG, _cut
 

@@ -11,8 +11,8 @@ import dataclasses
 
 import numpy as np
 
+from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
-from .._exact import EPS, TINY, gamma
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Masked
 from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs

@@ -189,7 +189,14 @@ def count_regions(
 
                 try:
                     out = count_tiled(
-                        net, domain, tiles, client=client, max_regions=limit, shards=shards, progress=progress
+                        net,
+                        domain,
+                        tiles,
+                        client=client,
+                        max_regions=limit,
+                        shards=shards,
+                        progress=progress,
+                        certify=certify,
                     ).as_dict()
                 except ResidentMemoryError:
                     raise
@@ -200,6 +207,11 @@ def count_regions(
                         "or use --method sample"
                     ) from None
                 out.setdefault("exact", True)
+                if certify and not out["certificate"]["passed"]:  # helper 25: tiles are certified too
+                    failed = [
+                        f"{k} ({v['detail']})" for k, v in out["certificate"]["checks"].items() if not v["passed"]
+                    ]
+                    raise CertificateError("the certificate failed: " + "; ".join(failed))
             part = None
             try:
                 if tiles is None:

@@ -101,15 +101,20 @@ def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
     raise TypeError(f"cannot save a {type(net).__name__}")
 
 
-def save_model(net, path) -> None:
-    """Write ``net`` (MLP, Maxout, Transformer, ConvNet or RelationModel) to ``path`` in regioncount's own ``.npz``
-    layout, atomically."""
+def model_bytes(net) -> bytes:
+    """The ``.npz`` file :func:`save_model` writes for ``net``, as bytes (to write it with other files as a set)."""
     arrays, config = _arrays_and_config(net)
     config["format"] = FORMAT_VERSION
     buf = io.BytesIO()
     payload: dict[str, Any] = {_CONFIG_KEY: np.array(json.dumps(config)), **arrays}
     np.savez(buf, **payload)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def save_model(net, path) -> None:
+    """Write ``net`` (MLP, Maxout, Transformer, ConvNet or RelationModel) to ``path`` in regioncount's own ``.npz``
+    layout, atomically."""
+    write_atomic(path, model_bytes(net))
 
 
 def _need(data: dict, key: str, path) -> np.ndarray:

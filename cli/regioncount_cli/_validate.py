@@ -30,6 +30,7 @@ from regioncount import (
     rss_bytes,
     set_rss_limit,
 )
+from regioncount._errors import WriteError
 
 # One exit status per error class.
 OK = 0
@@ -73,7 +74,7 @@ def exit_code_for(exc: BaseException) -> int:
         return USAGE
     if isinstance(exc, ModelFileError):
         return INPUT_FILE
-    if isinstance(exc, OutputFileError):
+    if isinstance(exc, (OutputFileError, WriteError)):
         return OUTPUT_FILE
     if isinstance(exc, (MemoryCapError, MemoryError)):
         return LIMIT

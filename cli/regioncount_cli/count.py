@@ -190,6 +190,8 @@ def count(
     guarded(lambda: _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out))
     n_tiles = parse_tiles(tiles)
     check_cluster_options(method, n_tiles, workers, scheduler, shards)
+    if shards is not None:
+        guarded(lambda: _check_shards(shards, model, out, n_tiles))
 
     # the count_regions options the count and its --per-layer counts share
     options: dict[str, Any] = dict(
@@ -341,6 +343,26 @@ def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start,
         checks.usage("give a slice (--origin/--dir1/--dir2) or a segment (--from/--to), not both")
     checks.check_model_file(model)
     checks.check_outputs({"--out": out}, {"MODEL": model})
+
+
+def _check_shards(shards: Path, model: Path, out: Path | None, tiles) -> None:
+    """``--shards`` must be a folder this run can fill with its own files: not an existing file, not a
+    read-only folder, not the model's own folder (its tile-ROW-COL.npz files would sit beside, or be, the
+    input), and not the folder that receives --out under a shard's name."""
+    import os
+
+    from regioncount.engines._tiles import shard_name, tile_grid
+
+    checks.check_output_dir("--shards", shards)
+    here = Path(os.path.realpath(shards))
+    if here == Path(os.path.realpath(model)).parent:
+        raise checks.OutputFileError(
+            f"--shards {shards} is the folder of the model {model}; the shards go to a folder of their own"
+        )
+    rows, cols = tile_grid(tiles)
+    names = {shard_name((r, c)) for r in range(rows) for c in range(cols)}
+    if out is not None and Path(os.path.realpath(out)).parent == here and Path(out).name in names:
+        raise checks.OutputFileError(f"--out {out} is the name of one of the shards in {shards}: choose another path")
 
 
 def _domain_json(dom) -> dict:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .._domain import Box, Slice
-from .._errors import DomainError
+from .._errors import DomainError, WriteError
 from ..results._partition import Partition, _components, maps_agree, normalised_maps
 from ._plane import partition_plane
 
@@ -130,7 +130,11 @@ def summarise_tile(
     t0 = time.perf_counter()
     part = partition_plane(net, tile, max_regions=max_regions)
     if shards is not None:
-        write_shard(os.path.join(os.fspath(shards), shard_name(index)), part)
+        path = os.path.join(os.fspath(shards), shard_name(index))
+        try:
+            write_shard(path, part)
+        except OSError as e:
+            raise WriteError(f"cannot write the shard {path}: {e.strerror or e}") from None
     out = _summarise(part, domain, index, grid, rtol)
     if certify:
         from ..results._certify import certify as run_certify
@@ -245,7 +249,10 @@ def count_tiled(
     parts = split_domain(domain, grid)
     if shards is not None:
         shards = os.path.abspath(os.fspath(shards))
-        os.makedirs(shards, exist_ok=True)
+        try:
+            os.makedirs(shards, exist_ok=True)
+        except OSError as e:
+            raise WriteError(f"cannot make the shards folder {shards}: {e.strerror or e}") from None
     kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards, certify=certify)
     if client is None:
         summaries: Iterable[TileSummary] = (summarise_tile(net, domain, i, t, grid, **kw) for i, t in parts)

@@ -1,0 +1,183 @@
+"""Edges of the command line (issue 25): no input overwritten and no output of a run overwriting another, in
+every command; the limits of retrieval, --workers and --tiles; options that would be ignored refused;
+results that record their domain and version; strict JSON; extreme magnitudes refused with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from regioncount import random_mlp, save_model
+from regioncount.networks import random_relation
+from regioncount_cli.main import main
+
+
+def strict_json(text: str):
+    """``json.loads`` that refuses NaN and Infinity tokens (which are not JSON)."""
+
+    def refuse(token):
+        raise ValueError(f"non-JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(code, out, err, status, match):
+    assert code == status, (code, err)
+    assert err.startswith("regioncount: error: ") and err.count("\n") == 1, err
+    assert match in err, err
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A 2-input MLP, a relation model and a keys file, with their bytes (to check nothing changed)."""
+    mlp, rel, keys = tmp_path / "m.npz", tmp_path / "rel.npz", tmp_path / "keys.csv"
+    save_model(random_mlp(2, [6, 6], seed=0), mlp)
+    save_model(random_relation(2, [8], 4, seed=0), rel)
+    np.savetxt(keys, np.random.default_rng(0).uniform(-1, 1, (5, 2)), delimiter=",")
+    return {p.name: (p, p.read_bytes()) for p in (mlp, rel, keys)}
+
+
+def unchanged(files):
+    for p, data in files.values():
+        assert p.read_bytes() == data, p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# inputs never overwritten, outputs never each other
+
+
+def test_retrieval_outputs_never_overwrite_inputs_or_each_other(capsys, files, tmp_path):
+    rel, keys = files["rel.npz"][0], files["keys.csv"][0]
+    base = ["retrieval", rel, "--keys", keys]
+    for argv, what in (
+        (["--out", keys], "is the input --keys"),
+        (["--csv", keys], "is the input --keys"),
+        (["--csv", rel], "is the input MODEL"),
+        (["--out", tmp_path / "." / "keys.csv"], "is the input --keys"),
+        (["--figure", tmp_path / "x.png", "--out", tmp_path / "x.png"], "name the same file"),
+        (["--csv", tmp_path / "a.csv", "--out", tmp_path / "a.csv"], "name the same file"),
+    ):
+        one_error(*run(capsys, *base, *argv), 4, what)
+    # a symlink to the keys file is the same file
+    link = tmp_path / "link.csv"
+    link.symlink_to(keys)
+    one_error(*run(capsys, *base, "--out", link), 4, "is the input --keys")
+    unchanged(files)
+    # and the files of a good run are written as a set, with the domain and the version recorded
+    code, out, err = run(capsys, *base, "--out", tmp_path / "r.json", "--csv", tmp_path / "r.csv", "--json")
+    assert code == 0, err
+    res = strict_json((tmp_path / "r.json").read_text())
+    assert res["domain"] == {"box": {"lo": [-1.0, -1.0], "hi": [1.0, 1.0]}} and res["version"]
+    assert (tmp_path / "r.csv").read_text().startswith("key,")
+
+
+def test_relation_fit_out_and_report(capsys, tmp_path):
+    x = tmp_path / "x.npz"
+    one_error(*run(capsys, "relation", "fit", "--out", x, "--report", x, "--steps", "2"), 4, "name the same file")
+    assert not x.exists()
+    one_error(*run(capsys, "relation", "fit", "--out", tmp_path / "y.npz", "--lr", "nan"), 2, "--lr")
+    assert not (tmp_path / "y.npz").exists()
+    code, _, err = run(
+        capsys, "relation", "fit", "--out", x, "--report", tmp_path / "r.json", "--steps", "2", "--widths", "4"
+    )
+    assert code == 0, err
+    rep = strict_json((tmp_path / "r.json").read_text())
+    assert rep["domain"] == {"box": {"lo": [-1.0, -1.0], "hi": [1.0, 1.0]}} and rep["version"]
+    assert np.isfinite(rep["final_loss"])
+
+
+def test_count_shards_folder(capsys, files, tmp_path):
+    m = files["m.npz"][0]
+    base = ["count", m, "--tiles", "4"]
+    one_error(*run(capsys, *base, "--shards", tmp_path), 4, "is the folder of the model")
+    one_error(*run(capsys, *base, "--shards", m), 4, "is a file; give a folder")
+    (tmp_path / "sh").mkdir()
+    one_error(
+        *run(capsys, *base, "--shards", tmp_path / "sh", "--out", tmp_path / "sh" / "tile-0-1.npz"),
+        4,
+        "is the name of one of the shards",
+    )
+    unchanged(files)
+
+
+def test_shards_unwritable_is_one_line_not_an_internal_error(capsys, files, tmp_path, monkeypatch):
+    """A shard that cannot be written (here: the folder turns read-only after the checks, which root would
+    pass anyway) is exit status 4 with one line, not 70."""
+    import regioncount.engines._tiles as tiles_mod
+
+    def denied(path, part):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(tiles_mod, "write_shard", denied)
+    code, out, err = run(capsys, "count", files["m.npz"][0], "--tiles", "4", "--shards", tmp_path / "s")
+    one_error(code, out, err, 4, "cannot write the shard")
+    assert "Permission denied" in err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# retrieval's memory
+
+
+def test_retrieval_memory_refused_up_front(capsys, files, tmp_path, monkeypatch):
+    """A key set whose estimated memory is over --memory-cap is refused before any work, naming the cap."""
+    from regioncount.engines import _plane
+
+    keys = tmp_path / "many.csv"
+    np.savetxt(keys, np.random.default_rng(1).uniform(-1, 1, (400, 2)), delimiter=",")
+
+    def never(*a, **k):
+        raise AssertionError("the partition ran")
+
+    monkeypatch.setattr(_plane, "partition_plane", never)
+    monkeypatch.setattr("regioncount.relations._retrieval.partition_plane", never)
+    code, out, err = run(capsys, "retrieval", files["rel.npz"][0], "--keys", keys, "--memory-cap", "1")
+    one_error(code, out, err, 5, "400 keys need about 1.22 GiB")
+    assert "1.00 GiB memory cap" in err
+
+
+def test_retrieval_70_keys_is_small_and_exact():
+    """70 keys once took over 23 GB (an all-pairs comparison of the argmax's boundary lines, k^4); now the
+    comparison runs on sorted candidates. The cells tile the domain and every key's area is what sampling
+    the scores finds."""
+    import resource
+
+    from regioncount import Box
+    from regioncount.relations import retrieval_partition
+
+    model = random_relation(2, [16], 8, seed=3)
+    K = np.random.default_rng(4).uniform(-1, 1, (70, 2))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ret = retrieval_partition(model, K, Box(-1, 1, 2), memory_cap=2**30)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 512 * 1024  # KiB
+    assert ret.partition.areas.sum() == pytest.approx(4.0, rel=1e-12)
+    U = np.random.default_rng(5).uniform(-1, 1, (20000, 2))
+    won = np.argmax(model.scores(U, K, np.zeros(70)), axis=1)
+    frac = np.bincount(won, minlength=70) / U.shape[0]
+    assert np.abs(frac - ret.key_areas / 4.0).max() < 0.02
+
+
+def test_line_classes_by_candidates_equal_all_pairs():
+    """The sorted-candidate route of the argmax's same-line classes gives the all-pairs answer, on random
+    lines, coincident lines (within and just past the tolerance), opposite normals and degenerate ones."""
+    from regioncount.engines._plane._argmax import ALIAS_TOL, _same_line_min, _same_line_min_blocks
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        P = int(rng.integers(1, 60))
+        base = rng.normal(size=(3, max(1, P // 3)))
+        ni = base[:, rng.integers(0, base.shape[1], P)] * rng.choice([-1, 1], P)
+        ni = ni + rng.choice([0, ALIAS_TOL * 0.5, ALIAS_TOL * 1.5, ALIAS_TOL * 0.99], (3, P))
+        ni[:, rng.random(P) < 0.1] = np.nan
+        if trial % 3 == 0:
+            ni = rng.normal(size=(3, P))
+        assert np.array_equal(_same_line_min(ni, P), _same_line_min_blocks(ni, P)), trial

@@ -10,6 +10,7 @@ from ._config import DEFAULT_MEMORY_CAP
 from ._domain import AffineSlice, Box, Segment, Slice
 from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
+from ._magnitude import check_magnitudes
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 #: Dimensions beyond which the space engine is not tried (vertices and facets grow too fast).
@@ -132,6 +133,7 @@ def count_regions(
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     method = Method(method)
     kind = region_kind(net)
+    check_magnitudes(net, domain)  # helper 25: every engine, sampled too; refused past float64's safe range
     if tiles is not None and not (method == Method.EXACT and (isinstance(domain, Slice) or domain.dim == 2)):
         raise RegionCountError(
             "tiles split a 2D domain for an exact count: use them with --method exact on a 2D box or slice"

@@ -5,8 +5,6 @@ results that record their domain and version; strict JSON; extreme magnitudes re
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest

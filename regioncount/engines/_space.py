@@ -58,6 +58,7 @@ import numpy as np
 
 from .._domain import AffineSlice, Box, Slice
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError
+from .._magnitude import check_magnitudes
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual
 from ..results._polytopes import Polytopes
@@ -374,7 +375,9 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         edge[sl] = ~on.any(axis=1)
     r, a, b, com = r[edge], a[edge], b[edge], com[edge]
     t = s[r, a] / (s[r, a] - s[r, b])
-    X = P.V[r, a] + t[:, None] * (P.V[r, b] - P.V[r, a])
+    # the coordinates only: column k (the vertex error bound, inf where it overflowed) is recomputed below
+    X = P.V[r, a].copy()
+    X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
     planes = P.fpl[r]
@@ -1223,6 +1226,7 @@ def partition_space(
     for a wrong domain.
     """
     program = lower(net)
+    check_magnitudes(program, domain)  # issue 25: refuse magnitudes whose float bounds could overflow
     x0, V, lo, hi = _frame(program, domain)
     c, h = (lo + hi) / 2, (hi - lo) / 2
     xc = x0 + V @ c

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._domain import Box, Slice
 from ..._errors import CertificateError, DomainError, InexactError, MemoryCapError
+from ..._magnitude import check_magnitudes
 from ..._memory import check_rss
 from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
@@ -222,6 +223,7 @@ def partition_plane(
     """
     program = lower(net)
     refuse_unsupported("plane", (op for op, _, _ in walk_widths(program)))
+    check_magnitudes(program, domain)  # issue 25: refuse magnitudes whose float bounds could overflow
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
     check_domain(net, xlo, xhi)
     T = program.tokens

@@ -179,3 +179,110 @@ def test_line_classes_by_candidates_equal_all_pairs():
         if trial % 3 == 0:
             ni = rng.normal(size=(3, P))
         assert np.array_equal(_same_line_min(ni, P), _same_line_min_blocks(ni, P)), trial
+
+
+# ---------------------------------------------------------------------------------------------------------
+# limits known in advance: tiles and workers
+
+
+def test_tiles_and_workers_bounded_before_work(capsys, files, monkeypatch):
+    from regioncount_cli import _cluster
+
+    m = files["m.npz"][0]
+
+    def never(*a, **k):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr("regioncount.engines.dask_client", never)
+    monkeypatch.setattr("regioncount.engines._tiles.count_tiled", never)
+    one_error(*run(capsys, "count", m, "--tiles", "1000000"), 5, "over the limit of 10,000 tiles")
+    one_error(*run(capsys, "count", m, "--tiles", "200x200"), 5, "--tiles 40,000 is over the limit")
+    n = _cluster.cores()
+    one_error(*run(capsys, "count", m, "--tiles", "4", "--workers", "100"), 5, f"more than the {n} cores")
+    monkeypatch.setattr(_cluster, "cores", lambda: 64)
+    one_error(
+        *run(capsys, "count", m, "--tiles", "4", "--workers", "40", "--memory-cap", "4"),
+        5,
+        "--workers 40 would hold about 10.00 GiB before any work (256 MiB each), over --memory-cap 4 GiB",
+    )
+
+
+def test_memory_guard_counts_worker_processes():
+    """The measured cap holds for the process tree: a child process's memory is in children_rss_bytes."""
+    import subprocess
+    import sys
+    import time
+
+    from regioncount._memory import children_rss_bytes
+
+    base = children_rss_bytes()
+    code = "import sys, time; a = bytearray(300 * 2**20); a[::4096] = b'x' * len(a[::4096]); print(1, flush=True); time.sleep(30)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"1"
+        time.sleep(0.05)
+        assert children_rss_bytes() - base > 250 * 2**20
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# extreme magnitudes: refused with one line on every engine, never a number that overflow decided
+
+
+@pytest.fixture
+def mlp3(tmp_path):
+    p = tmp_path / "m3.npz"
+    save_model(random_mlp(3, [6, 6], seed=0), p)
+    return p
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--box", "-1e300", "1e300"],  # 3D: once 1 region, exact: true
+        ["--box", "-1e300", "1e300", "--method", "sample", "--grid", "10"],
+        ["--method", "line", "--from", "-1e300,0,0", "--to", "1e300,0,0"],
+        ["--box", "-1e100", "1e100", "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "0,1,0"],  # 2D slice
+        ["--box", "-1e100", "1e100", "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "0,1,0", "--certify"],
+        ["--box", "-1e100", "1e100", "--origin", "0,0,0", "--dir1", "1,0,0", "--dir2", "0,1,0", "--tiles", "4"],
+    ],
+)
+def test_extreme_boxes_are_refused(capsys, mlp3, argv):
+    one_error(*run(capsys, "count", mlp3, *argv, "--json"), 1, "beyond the 1.81e+75 where the float64 bounds")
+
+
+def test_extreme_2d_and_curved_refused(capsys, tmp_path):
+    from regioncount import random_transformer
+
+    m2, tf = tmp_path / "m2.npz", tmp_path / "tf.npz"
+    save_model(random_mlp(2, [6, 6], seed=0), m2)
+    save_model(random_transformer(input_dim=2, tokens=3, d_model=4, depth=2, d_ff=2, seed=3), tf)
+    for m in (m2, tf):
+        one_error(*run(capsys, "count", m, "--box", "-1e300", "1e300", "--json"), 1, "|x| = 1e+300")
+    # weights so large that the values pass the limit on a small box: named as values, not the box
+    big = tmp_path / "big.npz"
+    net = random_mlp(2, [4, 4], seed=0)
+    net = type(net)(tuple(w * 1e40 for w in net.weights), net.biases)
+    save_model(net, big)
+    one_error(*run(capsys, "count", big, "--json"), 1, "the network's values on this domain reach about")
+
+
+def test_large_but_safe_box_is_counted_with_strict_json(capsys, tmp_path):
+    """Below the limit a huge box is counted, and its JSON is strict (no NaN area)."""
+    m2 = tmp_path / "m2.npz"
+    save_model(random_mlp(2, [6, 6], seed=0), m2)
+    code, out, err = run(capsys, "count", m2, "--box", "-1e60", "1e60", "--json")
+    assert code == 0, err
+    res = strict_json(out)
+    code, out, err = run(capsys, "count", m2, "--box", "-1e3", "1e3", "--json")
+    assert res["regions"] == strict_json(out)["regions"] and res["exact"] is True
+
+
+def test_dump_json_is_strict():
+    from regioncount_cli._common import dump_json
+
+    text = dump_json({"a": float("nan"), "b": [float("inf"), 1.5], "c": np.float64("-inf")})
+    assert strict_json(text) == {"a": None, "b": [None, 1.5], "c": None}

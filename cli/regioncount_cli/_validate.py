@@ -206,8 +206,17 @@ class MemoryGuard:
         return self
 
     def _watch(self) -> None:
+        # this process every interval; its worker processes (Dask tiles, scan workers) every 0.1 s, since
+        # reading them walks /proc: the cap holds for the whole process tree
+        from regioncount._memory import children_rss_bytes
+
+        every = max(1, int(0.1 / self.interval))
+        tick, workers = 0, 0
         while not self._stop.wait(self.interval):
-            now = rss_bytes()
+            if tick % every == 0:
+                workers = children_rss_bytes()
+            tick += 1
+            now = rss_bytes() + workers
             if now > self.trip:
                 self.tripped_at = now
                 _thread.interrupt_main()

@@ -189,7 +189,7 @@ def count(
         fail("--decision needs --method exact (decision regions are read off the exact 2D partition)", 2)
     guarded(lambda: _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out))
     n_tiles = parse_tiles(tiles)
-    check_cluster_options(method, n_tiles, workers, scheduler, shards)
+    check_cluster_options(method, n_tiles, workers, scheduler, shards, memory_cap=memory_cap)
     if shards is not None:
         guarded(lambda: _check_shards(shards, model, out, n_tiles))
 

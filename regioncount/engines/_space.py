@@ -882,6 +882,7 @@ class _Engine:
         pp, jj = np.nonzero(cross)
         cnt = np.bincount(pp, minlength=R0)
         first = np.cumsum(cnt) - cnt
+        rounds = max(1, int(cnt.max(initial=1)))
         t = 0
         while True:
             anc = st.anc[: st.n]
@@ -893,6 +894,8 @@ class _Engine:
             w = np.concatenate([Af[par, :, j], werr[j, None]], axis=1)
             self._relu_round(cand, par, w, j, 2 * (fam.base + par * D + j))
             t += 1
+            if self.progress is not None:  # within the op: one round per crossing unit (a long op shows)
+                self.progress(self.done + t / rounds, self.total)
         st.sort_by_parent()
         par = st.anc[: st.n]
         bits = st.extra["bits"][: st.n].copy()

@@ -253,6 +253,11 @@ def count_tiled(
             os.makedirs(shards, exist_ok=True)
         except OSError as e:
             raise WriteError(f"cannot make the shards folder {shards}: {e.strerror or e}") from None
+    if client is not None and max_regions is not None:
+        from ._distributed import n_workers
+
+        # the workers run tiles at once: the region cap (a share of one memory cap) is split between them
+        max_regions = max(1, int(max_regions) // n_workers(client))
     kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards, certify=certify)
     if client is None:
         summaries: Iterable[TileSummary] = (summarise_tile(net, domain, i, t, grid, **kw) for i, t in parts)

@@ -167,6 +167,12 @@ def count_regions(
             domain = _lower_slice(domain)
         if method == Method.LINE and isinstance(domain, Box):
             domain = default_segment(domain)
+        if certify and (isinstance(domain, Segment) or not (isinstance(domain, Slice) or domain.dim == 2)):
+            # helper 25: the certificate checks 2D polygons; a segment or a polytope partition is refused, not skipped
+            raise RegionCountError(
+                "--certify checks an exact 2D partition (a 2D box or slice); this domain is "
+                f"{'a segment' if isinstance(domain, Segment) else f'{domain.dim}-dimensional'}: drop --certify"
+            )
         if isinstance(domain, Segment):
             from .engines._line import walk_line
 

@@ -286,3 +286,54 @@ def test_dump_json_is_strict():
 
     text = dump_json({"a": float("nan"), "b": [float("inf"), 1.5], "c": np.float64("-inf")})
     assert strict_json(text) == {"a": None, "b": [None, 1.5], "c": None}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# options that would be ignored are refused; results record what they are
+
+
+def test_ignored_options_are_refused(capsys, files, mlp3, tmp_path):
+    m = files["m.npz"][0]
+    one_error(*run(capsys, "count", m, "--method", "line", "--max-regions", "5"), 2, "--max-regions does not apply")
+    one_error(*run(capsys, "count", m, "--method", "sample", "--max-regions", "5"), 2, "--max-regions does not apply")
+    one_error(*run(capsys, "count", m, "--method", "sample", "--certify"), 2, "--certify does not apply")
+    one_error(*run(capsys, "count", mlp3, "--certify"), 1, "this domain is 3-dimensional: drop --certify")
+    one_error(*run(capsys, "count", m, "--scheduler", "garbage", "--tiles", "4"), 2, "not a scheduler address")
+    png = tmp_path / "p.png"
+    one_error(*run(capsys, "plot", m, "--out", png, "--sections", "4"), 2, "the model has 2 inputs")
+    one_error(*run(capsys, "plot", m, "--out", png, "--section-axis", "1"), 2, "--section-axis does not apply")
+    assert not png.exists()
+
+
+def test_library_scheduler_address_is_one_error():
+    pytest.importorskip("distributed")
+    from regioncount._errors import RegionCountError
+    from regioncount.engines import dask_client
+
+    with pytest.raises(RegionCountError, match="not a Dask scheduler address"):
+        with dask_client(scheduler="garbage"):
+            pass
+
+
+def test_plot_line_records_what_count_line_says(capsys, tmp_path):
+    """A hardmax Transformer's line pieces are decided with tolerances: `count --method line` says exact:
+    false, and so must plot-line's record and title (it said exact: true)."""
+    from regioncount import random_transformer
+
+    tf = tmp_path / "tf.npz"
+    save_model(random_transformer(input_dim=2, tokens=3, d_model=4, depth=1, d_ff=2, seed=3), tf)
+    code, out, err = run(capsys, "count", tf, "--method", "line", "--json")
+    assert code == 0, err
+    counted = strict_json(out)
+    code, _, err = run(capsys, "plot-line", tf, "--out", tmp_path / "l.png")
+    assert code == 0, err
+    drawn = strict_json((tmp_path / "l.json").read_text())
+    assert drawn["exact"] == counted["exact"] is False
+    assert drawn["pieces"] == counted["regions"]
+
+
+def test_decision_json_records_domain_and_version(capsys, files):
+    code, out, err = run(capsys, "count", files["m.npz"][0], "--decision", "--json")
+    assert code == 0, err
+    res = strict_json(out)
+    assert res["domain"] == {"box": {"lo": [-1.0, -1.0], "hi": [1.0, 1.0]}} and res["version"]

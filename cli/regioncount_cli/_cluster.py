@@ -88,6 +88,11 @@ def check_cluster_options(
         fail("give --workers or --scheduler, not both", 2)
     if workers is not None and workers < 1:
         fail(f"--workers must be at least 1, got {workers}", 2)
+    if scheduler is not None:
+        import re
+
+        if not re.fullmatch(r"(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}/?", scheduler.strip()):
+            fail(f"--scheduler {scheduler!r} is not a scheduler address: give one such as tcp://host:8786", 2)
     if tiles is not None:
         rows, cols = tiles if isinstance(tiles, tuple) else (1, tiles)
         if rows * cols > MAX_TILES:

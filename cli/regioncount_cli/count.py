@@ -187,7 +187,11 @@ def count(
         fail("--whole-plane counts with --method exact on the whole input plane: drop --method/--origin/--from", 2)
     if decision and method != "exact":
         fail("--decision needs --method exact (decision regions are read off the exact 2D partition)", 2)
-    guarded(lambda: _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out))
+    guarded(
+        lambda: _check_count_options(
+            method, grid, samples, seed, origin, dir1, dir2, start, end, model, out, max_regions, certify
+        )
+    )
     n_tiles = parse_tiles(tiles)
     check_cluster_options(method, n_tiles, workers, scheduler, shards, memory_cap=memory_cap)
     if shards is not None:
@@ -237,7 +241,9 @@ def count(
             from regioncount import count_decisions
 
             with LazyProgress("counting decision regions") as bar:
-                return count_decisions(net, dom, memory_cap=int(memory_cap * 2**30), progress=bar)
+                res = count_decisions(net, dom, memory_cap=int(memory_cap * 2**30), progress=bar)
+            res["domain"] = _domain_json(dom)
+            return res
         with cluster(workers, scheduler) as client, LazyProgress(f"counting ({method})") as bar:
             res = count_regions(
                 net,
@@ -329,7 +335,9 @@ def count_table(res: dict, model: Path) -> Table:
     return table
 
 
-def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out) -> None:
+def _check_count_options(
+    method, grid, samples, seed, origin, dir1, dir2, start, end, model, out, max_regions=None, certify=False
+) -> None:
     """Options that would be ignored are refused; files are checked before any work."""
     if method != "sample":
         for opt, val in (("--grid", grid), ("--samples", samples), ("--seed", seed)):
@@ -337,6 +345,10 @@ def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start,
                 checks.not_applicable(opt, f"it sets the points of --method sample, and this run is --method {method}")
     elif seed is not None and samples is None:
         checks.not_applicable("--seed", "it seeds --samples random points; a --grid has no randomness")
+    if max_regions is not None and method != "exact":
+        checks.not_applicable("--max-regions", f"it caps an exact partition, and this run is --method {method}")
+    if certify and method != "exact":
+        checks.not_applicable("--certify", f"it checks an exact 2D partition, and this run is --method {method}")
     if method == "line" and any(x is not None for x in (origin, dir1, dir2)):
         checks.not_applicable("--origin/--dir1/--dir2", "--method line counts along a segment (--from/--to)")
     if any(x is not None for x in (origin, dir1, dir2)) and any(x is not None for x in (start, end)):

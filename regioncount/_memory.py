@@ -48,10 +48,10 @@ def children_rss_bytes() -> int:
             continue
     total, todo = 0, list(kids.get(me, ()))
     while todo:
-        pid = todo.pop()
-        todo.extend(kids.get(pid, ()))
+        child = todo.pop()
+        todo.extend(kids.get(child, ()))
         try:
-            with open(f"/proc/{pid}/statm") as f:
+            with open(f"/proc/{child}/statm") as f:
                 total += int(f.read().split()[1]) * _PAGE
         except (OSError, ValueError, IndexError):
             continue

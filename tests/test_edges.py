@@ -337,3 +337,15 @@ def test_decision_json_records_domain_and_version(capsys, files):
     assert code == 0, err
     res = strict_json(out)
     assert res["domain"] == {"box": {"lo": [-1.0, -1.0], "hi": [1.0, 1.0]}} and res["version"]
+
+
+def test_space_progress_inside_a_relu_op():
+    """A 3D count reports progress within each ReLU op (one step per round of crossing units), so a long
+    op on a huge box shows it advancing instead of sitting at one value (issue 25: 300 s with no progress)."""
+    from regioncount import Box
+    from regioncount.engines._space import partition_space
+
+    seen = []
+    partition_space(random_mlp(3, [6, 6], seed=0), Box(-1, 1, 3), progress=lambda d, t: seen.append((d, t)))
+    assert any(d != int(d) for d, _ in seen)  # fractions of an op
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and seen[-1][0] == seen[-1][1]

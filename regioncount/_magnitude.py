@@ -6,8 +6,9 @@ The exact engines evaluate products of a few such values in float64 with a rigor
 and volumes (the domain's extent to the power 2 or 3), determinants of 3 x 3 systems of pre-activation
 coefficients, hardmax scores (a product of two affine values), ReLU-attention outputs (a product of
 three). :func:`check_magnitudes` bounds, before any work, the largest value any of them starts from: the
-domain's coordinates and every value the network computes on it (interval arithmetic through the ops,
-in float64 rounded up), and refuses with :class:`~regioncount._errors.InexactError` and one line naming
+domain's coordinates and every value the network computes on it (interval arithmetic through the ops in
+float64, whose few ulps of rounding are nothing beside the margin below float64's range; for ReLU and softmax attention, whose engines decide with float tolerances anyway,
+the domain alone), and refuses with :class:`~regioncount._errors.InexactError` and one line naming
 the magnitude when it exceeds :data:`MAX_MAGNITUDE` = 2^250 (about 1.8e75), so that the fourth power of
 anything the engines multiply stays below float64's largest number (1.8e308) with room for the error
 terms. Every domain and network under it is counted as before; none over it gets a number.
@@ -81,6 +82,12 @@ def value_bound(program, reach: float) -> float:
     return top if math.isfinite(top) else math.inf
 
 
+def _smooth_or_spline(program) -> bool:
+    from .networks import walk_widths
+
+    return any(type(op).__name__ == "Attention" and op.sigma != "hardmax" for op, _, _ in walk_widths(program))
+
+
 def check_magnitudes(net, domain) -> None:
     """Refuse (:class:`InexactError`, one line naming the magnitude) a ``domain`` or network whose
     coordinates or values could exceed :data:`MAX_MAGNITUDE` (see the module docstring)."""
@@ -93,6 +100,11 @@ def check_magnitudes(net, domain) -> None:
             "the engines use could overflow, so no count is given: shrink the box"
         )
     program = lower(net)
+    if _smooth_or_spline(program):
+        # ReLU and softmax attention: their engines decide with float tolerances and say exact: false (or
+        # refuse the degree), and a bound through products of three values per block would refuse every
+        # deep network on any box; the domain alone is checked
+        return
     top = value_bound(program, reach)
     if top > MAX_MAGNITUDE:
         raise InexactError(

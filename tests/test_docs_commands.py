@@ -112,3 +112,17 @@ def test_readme_commands_run(tmp_path, capsys):
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_docs_command_runs_as_written(tmp_path, capsys, page):
     run_page(page, tmp_path, capsys, fast=False)
+
+
+def test_readme_scan_table_is_docs_scan():
+    """The README's scan table is the one docs/scan/ holds, with the exact random column the text describes
+    (connected cells mean ± sd / linear regions, per depth)."""
+    import json
+
+    rows = json.loads((ROOT / "docs" / "scan" / "scan.json").read_text())
+    text = (ROOT / "README.md").read_text()
+    assert "rand. exact cells /" in text
+    for r in rows:
+        cell = f"{r['random_exact_mean']:,.0f}±{r['random_exact_std']:,.0f} / {r['random_exact_linear_mean']:,.0f}"
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"│ {r['depth']} │"))
+        assert cell in line, (r["depth"], cell, line)

@@ -27,10 +27,11 @@ from regioncount import (
     ModelFileError,
     RegionCountError,
     ResidentMemoryError,
+    WriteError,
+    children_rss_bytes,
     rss_bytes,
     set_rss_limit,
 )
-from regioncount._errors import WriteError
 
 # One exit status per error class.
 OK = 0
@@ -208,8 +209,6 @@ class MemoryGuard:
     def _watch(self) -> None:
         # this process every interval; its worker processes (Dask tiles, scan workers) every 0.1 s, since
         # reading them walks /proc: the cap holds for the whole process tree
-        from regioncount._memory import children_rss_bytes
-
         every = max(1, int(0.1 / self.interval))
         tick, workers = 0, 0
         while not self._stop.wait(self.interval):

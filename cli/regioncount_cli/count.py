@@ -363,7 +363,7 @@ def _check_shards(shards: Path, model: Path, out: Path | None, tiles) -> None:
     input), and not the folder that receives --out under a shard's name."""
     import os
 
-    from regioncount.engines._tiles import shard_name, tile_grid
+    from regioncount.engines import shard_name, tile_grid
 
     checks.check_output_dir("--shards", shards)
     here = Path(os.path.realpath(shards))

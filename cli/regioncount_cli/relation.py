@@ -106,7 +106,7 @@ def fit(
             )
 
     res = guarded(run)
-    from regioncount._io import model_bytes
+    from regioncount import model_bytes
 
     d = res.as_dict()
     d.update(model=str(out), domain={"box": {"lo": [box[0]] * dim, "hi": [box[1]] * dim}})

@@ -4,14 +4,15 @@ with ``exact: true``, the 2D area was NaN, the certificate raised OverflowError)
 
 The exact engines evaluate products of a few such values in float64 with a rigorous error bound: areas
 and volumes (the domain's extent to the power 2 or 3), determinants of 3 x 3 systems of pre-activation
-coefficients, hardmax scores (a product of two affine values), ReLU-attention outputs (a product of
-three). :func:`check_magnitudes` bounds, before any work, the largest value any of them starts from: the
-domain's coordinates and every value the network computes on it (interval arithmetic through the ops in
-float64, whose few ulps of rounding are nothing beside the margin below float64's range; for ReLU and softmax attention, whose engines decide with float tolerances anyway,
-the domain alone), and refuses with :class:`~regioncount._errors.InexactError` and one line naming
-the magnitude when it exceeds :data:`MAX_MAGNITUDE` = 2^250 (about 1.8e75), so that the fourth power of
-anything the engines multiply stays below float64's largest number (1.8e308) with room for the error
-terms. Every domain and network under it is counted as before; none over it gets a number.
+coefficients, hardmax scores (a product of two affine values). :func:`check_magnitudes` refuses, before any
+work, with :class:`~regioncount._errors.InexactError` and one line naming the magnitude, a domain whose
+coordinates exceed :data:`MAX_MAGNITUDE` = 2^250 (about 1.8e75), so that the fourth power of anything the
+engines multiply stays below float64's largest number (1.8e308) with room for the error terms; for the
+space engine also a network whose values on the domain could exceed it (interval arithmetic through the
+ops in float64, whose few ulps of rounding are nothing beside that margin), or nonzero weights below
+2^-250, whose products it forms could underflow to 0 (for ReLU and softmax attention, whose engines decide
+with float tolerances anyway, the domain alone). Every domain and network under the
+limit is counted as before; none over it gets a number.
 """
 
 from __future__ import annotations
@@ -48,6 +49,28 @@ def _norm(W) -> float:
     if W.ndim == 1:
         return float(W.max(initial=0.0))
     return float(W.sum(axis=-1).max(initial=0.0))
+
+
+def smallest_weight(program) -> float:
+    """The smallest nonzero absolute entry of any weight or bias of ``program`` (inf where there is none)."""
+    out = math.inf
+
+    def visit(ops):
+        nonlocal out
+        for op in ops:
+            if type(op).__name__ == "Residual":
+                visit(op.body)
+                continue
+            for name in ("W", "b", "Wq", "Wk", "Wv", "Wo"):
+                a = getattr(op, name, None)
+                if a is not None:
+                    a = np.abs(np.asarray(a, dtype=np.float64))
+                    a = a[a > 0]
+                    if a.size:
+                        out = min(out, float(a.min()))
+
+    visit(program.ops)
+    return out
 
 
 def value_bound(program, reach: float) -> float:
@@ -88,9 +111,13 @@ def _smooth_or_spline(program) -> bool:
     return any(type(op).__name__ == "Attention" and op.sigma != "hardmax" for op, _, _ in walk_widths(program))
 
 
-def check_magnitudes(net, domain) -> None:
-    """Refuse (:class:`InexactError`, one line naming the magnitude) a ``domain`` or network whose
-    coordinates or values could exceed :data:`MAX_MAGNITUDE` (see the module docstring)."""
+def check_magnitudes(net, domain, *, values: bool = False) -> None:
+    """Refuse (:class:`InexactError`, one line naming the magnitude) a ``domain`` whose coordinates could
+    exceed :data:`MAX_MAGNITUDE`, and with ``values`` a network whose values on it could (see the module
+    docstring). The space engine asks for ``values``: a function-preserving rescale by 2^600 (first layer
+    down, second up) once changed its count from 327 regions to 36 without a word. The plane and line
+    engines carry the scale of each value in their error bounds and count the same rescale by 2^900
+    exactly (``tests/test_exact_plane.py``), so for them the domain alone is checked."""
     from .networks import lower
 
     reach = domain_reach(domain)
@@ -99,12 +126,20 @@ def check_magnitudes(net, domain) -> None:
             f"the domain reaches |x| = {reach:.3g}, beyond the {MAX_MAGNITUDE:.3g} where the float64 bounds "
             "the engines use could overflow, so no count is given: shrink the box"
         )
+    if not values:
+        return
     program = lower(net)
     if _smooth_or_spline(program):
         # ReLU and softmax attention: their engines decide with float tolerances and say exact: false (or
         # refuse the degree), and a bound through products of three values per block would refuse every
         # deep network on any box; the domain alone is checked
         return
+    tiny = smallest_weight(program)
+    if tiny < 1.0 / MAX_MAGNITUDE:
+        raise InexactError(
+            f"the network has weights as small as {tiny:.3g}, below the {1.0 / MAX_MAGNITUDE:.3g} where products "
+            "the space engine forms could underflow to 0, so no count is given: rescale the weights"
+        )
     top = value_bound(program, reach)
     if top > MAX_MAGNITUDE:
         raise InexactError(

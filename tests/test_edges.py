@@ -262,12 +262,37 @@ def test_extreme_2d_and_curved_refused(capsys, tmp_path):
     save_model(random_transformer(input_dim=2, tokens=3, d_model=4, depth=2, d_ff=2, seed=3), tf)
     for m in (m2, tf):
         one_error(*run(capsys, "count", m, "--box", "-1e300", "1e300", "--json"), 1, "|x| = 1e+300")
-    # weights so large that the values pass the limit on a small box: named as values, not the box
+
+
+def test_space_engine_refuses_values_past_the_limit(capsys, tmp_path):
+    """A function-preserving rescale (first layer by 2^-600, second by 2^600) once changed the space
+    engine's count from 327 regions to 36 without a word (its products of the tiny first-layer values
+    underflow): refused now, naming the weights; below the limit (2^200) the count is the unscaled one. The plane and line engines count such rescales exactly
+    (tests/test_exact_plane.py), so they are not refused."""
+    from regioncount import MLP, Box
+    from regioncount._errors import InexactError
+    from regioncount.engines import partition_space
+
+    net = random_mlp(3, [8, 8], seed=4)
+
+    def rescaled(power):
+        W, B = list(net.weights), list(net.biases)
+        W[0], B[0] = W[0] * 2.0**-power, B[0] * 2.0**-power
+        W[1] = W[1] * 2.0**power
+        return MLP(tuple(W), tuple(B))
+
+    box = Box(-2, 2, 3)
+    assert partition_space(rescaled(200), box).n_regions == partition_space(net, box).n_regions == 327
+    with pytest.raises(InexactError, match="weights as small as .* could underflow"):
+        partition_space(rescaled(600), box)
     big = tmp_path / "big.npz"
-    net = random_mlp(2, [4, 4], seed=0)
-    net = type(net)(tuple(w * 1e40 for w in net.weights), net.biases)
-    save_model(net, big)
-    one_error(*run(capsys, "count", big, "--json"), 1, "the network's values on this domain reach about")
+    save_model(rescaled(600), big)
+    one_error(*run(capsys, "count", big, "--json"), 1, "could underflow to 0")
+    # weights so large that the values pass the limit
+    huge = random_mlp(3, [4], seed=0)
+    huge = MLP(tuple(w * 2.0**300 for w in huge.weights), huge.biases)
+    with pytest.raises(InexactError, match="the network's values on this domain reach about"):
+        partition_space(huge, box)
 
 
 def test_large_but_safe_box_is_counted_with_strict_json(capsys, tmp_path):

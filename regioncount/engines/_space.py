@@ -1229,7 +1229,7 @@ def partition_space(
     for a wrong domain.
     """
     program = lower(net)
-    check_magnitudes(program, domain)  # issue 25: refuse magnitudes whose float bounds could overflow
+    check_magnitudes(program, domain, values=True)  # issue 25: refuse magnitudes whose float bounds could overflow
     x0, V, lo, hi = _frame(program, domain)
     c, h = (lo + hi) / 2, (hi - lo) / 2
     xc = x0 + V @ c

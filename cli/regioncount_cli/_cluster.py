@@ -91,7 +91,12 @@ def check_cluster_options(
     if scheduler is not None:
         import re
 
-        if not re.fullmatch(r"(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}/?", scheduler.strip()):
+        # PROTOCOL://HOST:PORT, HOST:PORT, or an in-process address (inproc://host/pid/n, which has no port)
+        addr = scheduler.strip()
+        if not (
+            re.fullmatch(r"(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}/?", addr)
+            or re.fullmatch(r"inproc://\S+", addr)
+        ):
             fail(f"--scheduler {scheduler!r} is not a scheduler address: give one such as tcp://host:8786", 2)
     if tiles is not None:
         rows, cols = tiles if isinstance(tiles, tuple) else (1, tiles)

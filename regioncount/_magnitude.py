@@ -106,9 +106,9 @@ def value_bound(program, reach: float) -> float:
 
 
 def _smooth_or_spline(program) -> bool:
-    from .networks import walk_widths
+    from .networks import Attention, walk_widths
 
-    return any(type(op).__name__ == "Attention" and op.sigma != "hardmax" for op, _, _ in walk_widths(program))
+    return any(isinstance(op, Attention) and op.sigma != "hardmax" for op, _, _ in walk_widths(program))
 
 
 def check_magnitudes(net, domain, *, values: bool = False) -> None:

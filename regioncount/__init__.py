@@ -87,14 +87,17 @@ _EXPORTS = {
     "CertificateError": "._errors",
     "KeySetError": "._errors",
     "ResidentMemoryError": "._errors",
+    "WriteError": "._errors",
     # the measured memory limit (resident set size) the engines check as they grow
     "rss_bytes": "._memory",
     "check_rss": "._memory",
     "set_rss_limit": "._memory",
+    "children_rss_bytes": "._memory",
     # model files
     "load_model": "._io",
     "save_model": "._io",
     "write_atomic": "._io",
+    "model_bytes": "._io",
     "is_state_dict": "._io",
     "load_network": "._loaders",
     "load_onnx": "._loaders",
@@ -194,6 +197,7 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         NotPiecewiseError as NotPiecewiseError,
         RegionCountError as RegionCountError,
         ResidentMemoryError as ResidentMemoryError,
+        WriteError as WriteError,
     )
     from ._export import (
         exact_partition_2d as exact_partition_2d,
@@ -206,12 +210,18 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from ._io import (
         is_state_dict as is_state_dict,
         load_model as load_model,
+        model_bytes as model_bytes,
         save_model as save_model,
         write_atomic as write_atomic,
     )
     from ._loaders import from_torch as from_torch, load_network as load_network, load_onnx as load_onnx
     from ._local import local_complexity as local_complexity, read_points as read_points
-    from ._memory import check_rss as check_rss, rss_bytes as rss_bytes, set_rss_limit as set_rss_limit
+    from ._memory import (
+        check_rss as check_rss,
+        children_rss_bytes as children_rss_bytes,
+        rss_bytes as rss_bytes,
+        set_rss_limit as set_rss_limit,
+    )
     from ._scan import (
         counted_cells as counted_cells,
         default_workers as default_workers,

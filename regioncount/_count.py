@@ -14,6 +14,7 @@ from ._config import DEFAULT_MEMORY_CAP
 from ._domain import AffineSlice, Box, Domain, Segment, Slice
 from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
+from ._magnitude import check_magnitudes
 from .engines._protocol import first_refusal
 from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
@@ -264,6 +265,7 @@ def count_record(
         raise RegionCountError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     method = Method(method)
     kind = region_kind(net)
+    check_magnitudes(net, domain)  # every engine, sampled too: refused past float64's safe range
     if tiles is not None and not (method == Method.EXACT and (isinstance(domain, Slice) or domain.dim == 2)):
         raise RegionCountError(
             "tiles split a 2D domain for an exact count: use them with --method exact on a 2D box or slice"
@@ -273,6 +275,11 @@ def count_record(
     from .results._protocol import CountRecord  # here, not at import: the results load with the engines
 
     engine, dom = choose_engine(net, domain, method, tiles=tiles)
+    if certify and engine == "line":
+        raise RegionCountError(
+            "--certify checks an exact partition of a 2D or higher-dimensional domain; this domain is a segment: "
+            "drop --certify"
+        )
     cap = memory_cap or DEFAULT_MEMORY_CAP
     t0 = time.perf_counter()
 
@@ -336,7 +343,9 @@ def count_record(
         from .engines._tiles import count_tiled
 
         try:
-            tiled = count_tiled(net, dom, tiles, client=client, max_regions=limit, shards=shards, progress=progress)
+            tiled = count_tiled(
+                net, dom, tiles, client=client, max_regions=limit, shards=shards, progress=progress, certify=certify
+            )
         except ResidentMemoryError:
             raise
         except MemoryCapError:
@@ -346,6 +355,8 @@ def count_record(
                 "or use --method sample"
             ) from None
         d = tiled.as_dict()
+        if certify:  # each tile certified, and the merge across borders checked again
+            _passed(d["certificate"])
         lin = d.pop("linear_regions")
         lin = lin if linear else None
         return record(None, d.pop("regions"), lin, d.pop("exact", True), d)

@@ -53,3 +53,8 @@ class ResidentMemoryError(MemoryCapError):
 
     def __reduce__(self):  # rebuilt from its numbers when a worker process raises it
         return type(self), (self.resident, self.limit)
+
+
+class WriteError(RegionCountError):
+    """A file or folder the library was asked to write cannot be written (a path that is a file, a folder
+    without write permission, a full disk)."""

@@ -27,6 +27,10 @@ from .networks import MLP, Block, ConvNet, Maxout, RelationModel, Transformer
 from .networks._ops import Affine, GroupMax, ReLU, Residual, as_f64
 
 FORMAT_VERSION = 1
+#: The most bytes a model file's arrays may hold once inflated (all members together), checked against the
+#: sizes the zip directory and the .npy headers declare before anything is inflated: a larger file, or a
+#: compressed "zip bomb", is refused instead of filling memory.
+MAX_MODEL_BYTES = 2 * 2**30
 _CONFIG_KEY = "__regioncount__"
 _BLOCK_FIELDS = ("Wq", "Wk", "Wv", "Wo", "W1", "b1", "W2", "b2")
 
@@ -96,15 +100,20 @@ def _arrays_and_config(net) -> tuple[dict[str, np.ndarray], dict]:
     raise TypeError(f"cannot save a {type(net).__name__}")
 
 
-def save_model(net, path) -> None:
-    """Write ``net`` (MLP, Maxout, Transformer, ConvNet or RelationModel) to ``path`` in regioncount's own ``.npz``
-    layout, atomically."""
+def model_bytes(net) -> bytes:
+    """The ``.npz`` file :func:`save_model` writes for ``net``, as bytes (to write it with other files as a set)."""
     arrays, config = _arrays_and_config(net)
     config["format"] = FORMAT_VERSION
     buf = io.BytesIO()
     payload: dict[str, Any] = {_CONFIG_KEY: np.array(json.dumps(config)), **arrays}
     np.savez(buf, **payload)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def save_model(net, path) -> None:
+    """Write ``net`` (MLP, Maxout, Transformer, ConvNet or RelationModel) to ``path`` in regioncount's own ``.npz``
+    layout, atomically."""
+    write_atomic(path, model_bytes(net))
 
 
 def _need(data: dict, key: str, path) -> np.ndarray:
@@ -186,12 +195,24 @@ def _from_torch(data: dict, path) -> MLP:
     return MLP(tuple(ws), tuple(bs))
 
 
-def _check_declared_sizes(p: Path) -> None:
-    """Refuse members whose .npy header declares more data than the member holds (a corrupt or hostile file
-    would otherwise make NumPy allocate the declared size before failing)."""
+def _check_declared_sizes(p: Path, limit: int | None = None) -> None:
+    """Refuse, before anything is inflated, members whose .npy header declares more data than the member
+    holds (a corrupt or hostile file would otherwise make NumPy allocate the declared size before failing),
+    and files whose members declare more than ``limit`` bytes (default :data:`MAX_MODEL_BYTES`) once
+    inflated, whatever their compressed size (a zip bomb). Only the zip directory and each member's first
+    bytes (the .npy header) are read."""
+    limit = MAX_MODEL_BYTES if limit is None else limit
     try:
         with zipfile.ZipFile(p) as zf:
-            for info in zf.infolist():
+            infos = zf.infolist()
+            total = sum(i.file_size for i in infos)
+            if total > limit:
+                packed = sum(i.compress_size for i in infos)
+                raise ModelFileError(
+                    f"{p}: its arrays declare {total:,} bytes once inflated ({packed:,} bytes compressed), more "
+                    f"than the {limit:,} bytes a model file may hold: refused before inflating it"
+                )
+            for info in infos:
                 with zf.open(info) as f:
                     version = np.lib.format.read_magic(f)
                     if version == (1, 0):
@@ -208,6 +229,19 @@ def _check_declared_sizes(p: Path) -> None:
         raise
     except Exception as e:
         raise ModelFileError(f"{p}: not a readable .npz file ({type(e).__name__}: {e})") from None
+
+
+def _check_format(config: dict, path) -> None:
+    """Refuse a config whose format version is not one this regioncount reads (a file written by a newer
+    regioncount, or a damaged version field); a config without one predates the field and is format 1."""
+    version = config.get("format", 1)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ModelFileError(f"{path}: its config gives the format version {version!r}, not an integer")
+    if version != FORMAT_VERSION:
+        newer = " (written by a newer regioncount: upgrade to read it)" if version > FORMAT_VERSION else ""
+        raise ModelFileError(
+            f"{path}: model file format {version}; this regioncount reads format {FORMAT_VERSION}{newer}"
+        )
 
 
 def _check_widths(net, path) -> None:
@@ -245,7 +279,9 @@ def load_model(path):
     except Exception as e:
         raise ModelFileError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
     for key, value in data.items():
-        if key != _CONFIG_KEY and (value.dtype.kind not in "fiub" or not np.all(np.isfinite(value))):
+        if key != _CONFIG_KEY and value.dtype.kind == "b":
+            raise ModelFileError(f"{path}: array {key!r} holds booleans, not weights (store numbers, e.g. float64)")
+        if key != _CONFIG_KEY and (value.dtype.kind not in "fiu" or not np.all(np.isfinite(value))):
             raise ModelFileError(f"{path}: array {key!r} is not finite real numbers (NaN, inf or non-numeric)")
     try:
         if _CONFIG_KEY in data:
@@ -255,6 +291,7 @@ def load_model(path):
                 raise ModelFileError(f"{path}: config is not valid JSON ({e})") from None
             if not isinstance(config, dict):
                 raise ModelFileError(f"{path}: config is not a JSON object")
+            _check_format(config, path)
             net = _from_own(data, config, path)
         else:
             net = _from_torch(data, path)

@@ -28,13 +28,14 @@ def set_rss_limit(limit: int | None) -> None:
 
 
 def children_rss_bytes() -> int:
-    """Resident bytes of this process's direct children (worker processes), read from ``/proc``: a limit
-    on a whole run holds the workers too."""
-    me, total = str(os.getpid()), 0
+    """Resident bytes of every descendant of this process (worker processes and theirs), read from
+    ``/proc`` in one pass: a limit on a whole run holds the workers too."""
+    me = os.getpid()
     try:
         entries = os.listdir("/proc")
     except OSError:
         return 0
+    kids: dict[int, list[int]] = {}
     for pid in entries:
         if not pid.isdigit():
             continue
@@ -42,9 +43,15 @@ def children_rss_bytes() -> int:
             with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
             # the parent pid is the second field after the parenthesised command name
-            if stat[stat.rindex(")") + 2 :].split()[1] != me:
-                continue
-            with open(f"/proc/{pid}/statm") as f:
+            kids.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(pid))
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo = 0, list(kids.get(me, ()))
+    while todo:
+        child = todo.pop()
+        todo.extend(kids.get(child, ()))
+        try:
+            with open(f"/proc/{child}/statm") as f:
                 total += int(f.read().split()[1]) * _PAGE
         except (OSError, ValueError, IndexError):
             continue

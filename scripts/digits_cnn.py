@@ -120,10 +120,24 @@ def main(argv=None) -> dict:
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dpi", type=int, default=75)
+    ap.add_argument(
+        "--redraw",
+        action="store_true",
+        help="Do not train: count and draw again the model and digits already in --out (needs neither "
+        "scikit-learn nor training; the accuracy fields of digits_cnn.json are kept).",
+    )
     args = ap.parse_args(argv)
+    if args.redraw:
+        return redraw(args)
 
-    import onnx
-    from sklearn.datasets import load_digits
+    try:
+        import onnx
+        from sklearn.datasets import load_digits
+    except ImportError as e:
+        raise SystemExit(
+            f"scripts/digits_cnn.py needs {e.name}: pip install '.[digits]' (scikit-learn for its bundled 8x8 "
+            "digits, onnx to write the model)"
+        ) from None
 
     import regioncount as rc
     from regioncount import count_decisions, slice_through, write_atomic
@@ -177,6 +191,30 @@ def main(argv=None) -> dict:
         "sampled_regions_grid_1000": int(samp.regions),
         "figure": str(args.out / "digits_cnn.png"),
     }
+    write_atomic(args.out / "digits_cnn.json", json.dumps(summary, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "classes"}, indent=2))
+    return summary
+
+
+def redraw(args) -> dict:
+    """The counts and the figure of the model in ``args.out`` again, with the current engines."""
+    import regioncount as rc
+    from regioncount import count_decisions, slice_through, write_atomic
+    from regioncount.plotting import figure_bytes, figure_decision
+
+    old = json.loads((args.out / "digits_cnn.json").read_text())
+    net = rc.load_onnx(args.out / "digits_cnn.onnx")
+    pts = np.stack([np.load(args.out / f"digit_{name}.npy") for name in "abc"])
+    dom, uv = slice_through(pts.reshape(3, -1))
+    res = count_decisions(net, dom)
+    samp = rc.count_sampled(net, dom, grid=1000)
+    names = [f"digit {d}" for d in old["digits"]]
+    fig, _ = figure_decision(net, dom, points=uv, point_names=names, classes=CLASSES)
+    fig.suptitle("digits CNN on the plane through three test digits", fontsize=11)
+    write_atomic(args.out / "digits_cnn.png", figure_bytes(fig, "png", args.dpi, compact=True))
+    keys = ("regions", "linear_regions", "decision_regions", "decision_cells", "classes", "seconds")
+    summary = {**old, **{k: res[k] for k in keys}, "points_u": uv.tolist()}
+    summary.update(sampled_regions_grid_1000=int(samp.regions), exact=bool(res.get("exact", True)))
     write_atomic(args.out / "digits_cnn.json", json.dumps(summary, indent=2) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "classes"}, indent=2))
     return summary

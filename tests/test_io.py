@@ -126,3 +126,54 @@ def test_atomic_write_has_ordinary_permissions_and_leaves_no_temp(tmp_path):
     os.umask(umask)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def _with_config(tmp_path, **changes):
+    """A saved MLP whose stored config is rewritten with ``changes``."""
+    import json
+
+    path = tmp_path / "m.npz"
+    save_model(rc.random_mlp(2, [3], seed=0), path)
+    with np.load(path) as f:
+        data = {k: f[k] for k in f.files}
+    config = json.loads(str(data["__regioncount__"]))
+    config.update(changes)
+    data["__regioncount__"] = np.array(json.dumps(config))
+    np.savez(path, **data)
+    return path
+
+
+def test_future_format_version_is_refused(tmp_path):
+    """A config that says format 99 (a future format) is refused with a line naming the version; a config
+    without the field (older files) reads as format 1."""
+    with pytest.raises(ModelFileError, match=r"format 99; this regioncount reads format 1 .*newer regioncount"):
+        load_model(_with_config(tmp_path, format=99))
+    with pytest.raises(ModelFileError, match=r"format version '1', not an integer"):
+        load_model(_with_config(tmp_path, format="1"))
+    assert load_model(_with_config(tmp_path, format=1)).widths == (3,)
+
+
+def test_compressed_bomb_refused_before_inflating(tmp_path, monkeypatch):
+    """An .npz whose members declare more than MAX_MODEL_BYTES once inflated is refused from the zip
+    directory alone: np.load is never reached (the real limit, 2 GiB, is the same check: a file at it takes
+    minutes to deflate, too slow for the suite)."""
+    import regioncount._io as io_mod
+
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, **{"0.weight": np.zeros((4, 2**18)), "0.bias": np.zeros(4)})
+    assert path.stat().st_size < 2**16  # 8 MiB of zeros in a few KiB
+    monkeypatch.setattr(io_mod, "MAX_MODEL_BYTES", 2**20)
+
+    def no_load(*a, **k):
+        raise AssertionError("np.load was called on a refused file")
+
+    monkeypatch.setattr(io_mod.np, "load", no_load)
+    with pytest.raises(ModelFileError, match=r"declare 8,3\d\d,\d\d\d bytes once inflated .* refused before inflating"):
+        load_model(path)
+
+
+def test_bool_weights_are_refused(tmp_path):
+    path = tmp_path / "b.npz"
+    np.savez(path, **{"0.weight": np.ones((3, 2), bool), "0.bias": np.zeros(3), "2.weight": np.ones((1, 3))})
+    with pytest.raises(ModelFileError, match=r"'0.weight' holds booleans, not weights"):
+        load_model(path)

@@ -116,12 +116,25 @@ def slice_from_options(lo: float, hi: float, origin, dir1, dir2):
     return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
 
 
-def dump_json(obj) -> str:
-    if "numpy" not in sys.modules:  # nothing to convert (the bounds): leave NumPy unimported
-        return json.dumps(obj, indent=2)
-    from regioncount import as_json_ready
+def _strict(obj):
+    """``obj`` with every non-finite float (NaN, inf: not JSON) replaced by None."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
 
-    return json.dumps(as_json_ready(obj), indent=2)
+
+def dump_json(obj) -> str:
+    """Strict JSON (``allow_nan=False``): a NaN or inf that reached a result is written as null, never as
+    the NaN/Infinity tokens JSON readers reject."""
+    if "numpy" in sys.modules:  # else nothing to convert (the bounds): leave NumPy unimported
+        from regioncount import as_json_ready
+
+        obj = as_json_ready(obj)
+    return json.dumps(_strict(obj), indent=2, allow_nan=False)
 
 
 class LazyProgress:

@@ -266,6 +266,13 @@ def plot(
         net = load_network(model)
         if net.input_dim >= 3 and origin is None and dir1 is None and dir2 is None and through is None:
             return _sections(net)
+        for opt, name in (("--sections", "sections"), ("--section-axis", "section_axis")):
+            if checks.explicit(name):
+                why = "the model has 2 inputs" if net.input_dim == 2 else "a slice is drawn"
+                raise checks.UsageError(
+                    f"{opt} does not apply here: it draws cross-sections of a model with 3 or more inputs and no "
+                    f"slice, and {why}"
+                )
         points = None
         if through is not None:
             if origin is not None or dir1 is not None or dir2 is not None:

@@ -29,6 +29,8 @@ from regioncount import (
     ModelFileError,
     RegionCountError,
     ResidentMemoryError,
+    WriteError,
+    children_rss_bytes,
     rss_bytes,
     set_rss_limit,
 )
@@ -75,7 +77,7 @@ def exit_code_for(exc: BaseException) -> int:
         return USAGE
     if isinstance(exc, ModelFileError):
         return INPUT_FILE
-    if isinstance(exc, OutputFileError):
+    if isinstance(exc, (OutputFileError, WriteError)):
         return OUTPUT_FILE
     if isinstance(exc, (MemoryCapError, MemoryError)):
         return LIMIT
@@ -207,8 +209,15 @@ class MemoryGuard:
         return self
 
     def _watch(self) -> None:
+        # this process every interval; its worker processes (Dask tiles, scan workers) every 0.1 s, since
+        # reading them walks /proc: the cap holds for the whole process tree
+        every = max(1, int(0.1 / self.interval))
+        tick, workers = 0, 0
         while not self._stop.wait(self.interval):
-            now = rss_bytes()
+            if tick % every == 0:
+                workers = children_rss_bytes()
+            tick += 1
+            now = rss_bytes() + workers
             if now > self.trip:
                 self.tripped_at = now
                 _thread.interrupt_main()

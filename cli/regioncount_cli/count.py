@@ -189,12 +189,18 @@ def count(
         fail("--whole-plane counts with --method exact on the whole input plane: drop --method/--origin/--from", 2)
     if decision and method != "exact":
         fail("--decision needs --method exact (decision regions are read off the exact 2D partition)", 2)
-    guarded(lambda: _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out))
+    guarded(
+        lambda: _check_count_options(
+            method, grid, samples, seed, origin, dir1, dir2, start, end, model, out, max_regions, certify
+        )
+    )
     exported: dict[Path, bytes] = {}
     if export is not None:
         guarded(lambda: check_export(export, out, model, method, decision, whole_plane, tiles))
     n_tiles = parse_tiles(tiles)
-    check_cluster_options(method, n_tiles, workers, scheduler, shards)
+    check_cluster_options(method, n_tiles, workers, scheduler, shards, memory_cap=memory_cap)
+    if shards is not None:
+        guarded(lambda: _check_shards(shards, model, out, n_tiles))
 
     # the count_regions options the count and its --per-layer counts share
     options: dict[str, Any] = dict(
@@ -341,7 +347,9 @@ def count_table(res: dict, model: Path) -> Table:
     return table
 
 
-def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start, end, model, out) -> None:
+def _check_count_options(
+    method, grid, samples, seed, origin, dir1, dir2, start, end, model, out, max_regions=None, certify=False
+) -> None:
     """Options that would be ignored are refused; files are checked before any work."""
     if method != "sample":
         for opt, val in (("--grid", grid), ("--samples", samples), ("--seed", seed)):
@@ -349,12 +357,36 @@ def _check_count_options(method, grid, samples, seed, origin, dir1, dir2, start,
                 checks.not_applicable(opt, f"it sets the points of --method sample, and this run is --method {method}")
     elif seed is not None and samples is None:
         checks.not_applicable("--seed", "it seeds --samples random points; a --grid has no randomness")
+    if max_regions is not None and method != "exact":
+        checks.not_applicable("--max-regions", f"it caps an exact partition, and this run is --method {method}")
+    if certify and method != "exact":
+        checks.not_applicable("--certify", f"it checks an exact 2D partition, and this run is --method {method}")
     if method == "line" and any(x is not None for x in (origin, dir1, dir2)):
         checks.not_applicable("--origin/--dir1/--dir2", "--method line counts along a segment (--from/--to)")
     if any(x is not None for x in (origin, dir1, dir2)) and any(x is not None for x in (start, end)):
         checks.usage("give a slice (--origin/--dir1/--dir2) or a segment (--from/--to), not both")
     checks.check_model_file(model)
     checks.check_outputs({"--out": out}, {"MODEL": model})
+
+
+def _check_shards(shards: Path, model: Path, out: Path | None, tiles) -> None:
+    """``--shards`` must be a folder this run can fill with its own files: not an existing file, not a
+    read-only folder, not the model's own folder (its tile-ROW-COL.npz files would sit beside, or be, the
+    input), and not the folder that receives --out under a shard's name."""
+    import os
+
+    from regioncount.engines import shard_name, tile_grid
+
+    checks.check_output_dir("--shards", shards)
+    here = Path(os.path.realpath(shards))
+    if here == Path(os.path.realpath(model)).parent:
+        raise checks.OutputFileError(
+            f"--shards {shards} is the folder of the model {model}; the shards go to a folder of their own"
+        )
+    rows, cols = tile_grid(tiles)
+    names = {shard_name((r, c)) for r in range(rows) for c in range(cols)}
+    if out is not None and Path(os.path.realpath(out)).parent == here and Path(out).name in names:
+        raise checks.OutputFileError(f"--out {out} is the name of one of the shards in {shards}: choose another path")
 
 
 def _per_layer(net, dom, options: dict[str, Any]) -> list[dict]:

@@ -7,12 +7,26 @@ click command built, only when that command runs or a help lists it, so ``region
 NumPy nor JAX and ``count`` imports no other command's engines.
 """
 
+# ruff: noqa: E402  (the start-up signal handlers come before the imports they guard)
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
+
+
+def _early_stop(signum, frame):
+    """SIGINT or SIGTERM while the command starts (its imports, before :func:`main` holds the signals):
+    nothing has been written yet; one line and the signal's status, never a traceback."""
+    os.write(2, b"regioncount: error: interrupted while starting; nothing was written\n")
+    os._exit(143 if signum == signal.SIGTERM else 130)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "regioncount":  # the command, not an import
+    signal.signal(signal.SIGINT, _early_stop)
+    signal.signal(signal.SIGTERM, _early_stop)
+
+import importlib
 from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any
 
@@ -140,48 +154,75 @@ def main(argv: list[str] | None = None) -> int:
     args = checks.rewrite_aliases(list(sys.argv[1:] if argv is None else argv))
     code = 0
     guard = None
-    with _files.signals_as_exceptions():
-        try:
+    late: list[int] = []
+
+    def _late(signum, frame):
+        late.append(signum)
+
+    try:
+        with _files.signals_as_exceptions():
             try:
-                rv = app(args=args, prog_name="regioncount", standalone_mode=False)
-                code = rv if isinstance(rv, int) else 0
-            finally:
-                guard = checks.stop_guard()
-            if guard is not None:
-                guard.raise_if_tripped()
-            if _files.received is not None or code == checks.SIGINT_EXIT:
-                # typer turns an interrupt into exit status 130; say which signal it was
-                raise _files.Interrupted(_files.received or signal.SIGINT)
-        except KeyboardInterrupt as e:
-            code = _interrupted(e, guard)
-        except typer.Exit as e:
-            code = e.exit_code
-        except click_exc.NoArgsIsHelpError as e:  # the help is printed; say in one line what was missing
-            checks.print_error(f"no command given: run `{e.ctx.command_path if e.ctx else 'regioncount'} --help`")
-            code = checks.USAGE
-        except typer.Abort:
-            checks.print_error("aborted")
-            code = checks.SIGINT_EXIT
-        except click_exc.ClickException as e:  # usage errors: unknown option, bad value, missing argument
-            checks.print_error(e.format_message())
-            code = e.exit_code if e.exit_code else checks.USAGE
-        except (RegionCountError, MemoryError) as e:
-            checks.print_error(checks.message_for(e) or "out of memory")
-            code = checks.exit_code_for(e)
-        except Exception as e:  # a bug: still one line, with what to report
-            checks.print_error(f"internal error, please report it: {type(e).__name__}: {e}")
-            code = checks.INTERNAL
+                try:
+                    rv = app(args=args, prog_name="regioncount", standalone_mode=False)
+                    code = rv if isinstance(rv, int) else 0
+                finally:
+                    guard = checks.stop_guard()
+                if guard is not None:
+                    guard.raise_if_tripped()
+                if _files.received is not None or code == checks.SIGINT_EXIT:
+                    # typer turns an interrupt into exit status 130; say which signal it was
+                    raise _files.Interrupted(_files.received or signal.SIGINT)
+            except KeyboardInterrupt as e:
+                code = _interrupted(e, guard)
+            except typer.Exit as e:
+                code = e.exit_code
+            except click_exc.NoArgsIsHelpError as e:  # the help is printed; say in one line what was missing
+                checks.print_error(f"no command given: run `{e.ctx.command_path if e.ctx else 'regioncount'} --help`")
+                code = checks.USAGE
+            except typer.Abort:
+                checks.print_error("aborted")
+                code = checks.SIGINT_EXIT
+            except click_exc.ClickException as e:  # usage errors: unknown option, bad value, missing argument
+                checks.print_error(e.format_message())
+                code = e.exit_code if e.exit_code else checks.USAGE
+            except (RegionCountError, MemoryError) as e:
+                checks.print_error(checks.message_for(e) or "out of memory")
+                code = checks.exit_code_for(e)
+            except Exception as e:
+                if _files.received is not None:
+                    # the signal itself, turned into another error where it landed (a C extension's import
+                    # fails with "ImportError: initialization failed" when interrupted): an interrupt
+                    code = _interrupted(_files.Interrupted(_files.received), guard)
+                else:  # a bug: still one line, with what to report
+                    checks.print_error(f"internal error, please report it: {type(e).__name__}: {e}")
+                    code = checks.INTERNAL
+        if argv is None:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, _late)
+    except KeyboardInterrupt as e:  # a signal in the moment the handlers were put back
+        code = _interrupted(e, guard)
+        if argv is None:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, _late)
     if argv is None:
-        # The run is over: a signal now has nothing left to stop (and would kill with no message).
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, signal.SIG_IGN)
-        if code in (checks.SIGINT_EXIT, checks.SIGTERM_EXIT, checks.LIMIT):
-            # stopped mid-computation: leave without tearing down half-finished compiled code (XLA can crash
-            # at interpreter exit then); every file was already written whole or removed
+        # The run is over: a signal from here on finds every file written whole (or removed), and still
+        # ends the run with its status (it was once ignored here, and the run exited 0).
+        if late and code == 0:
+            sig = late[0]
+            checks.print_error(
+                "terminated (SIGTERM); its files were written whole"
+                if sig == signal.SIGTERM
+                else "interrupted; its files were written whole"
+            )
+            code = checks.SIGTERM_EXIT if sig == signal.SIGTERM else checks.SIGINT_EXIT
+        # Leave without the interpreter's teardown: finalisers of compiled code and plotting threads (XLA,
+        # matplotlib) have crashed there (SIGSEGV after Ctrl-C); every file was already written whole or removed.
+        try:
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(code)
-        sys.exit(code)
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+        os._exit(code)
     return code
 
 

@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from regioncount import DomainError, RegionCountError, load_model, save_model, write_atomic
+from regioncount import DomainError, RegionCountError, load_model
 
+from . import _validate as checks
 from ._common import (
     Dir1Opt,
     Dir2Opt,
@@ -28,6 +29,8 @@ from ._common import (
     parse_vector,
     slice_from_options,
 )
+from ._files import write_files
+from ._validate import MemoryCapOpt, finite
 
 relation_app = typer.Typer(
     help="Relation models r(x, y) = <phi(x), psi(y)> with ReLU MLP feature maps (Altabaa and Lafferty 2024).",
@@ -70,7 +73,7 @@ def fit(
     ] = (-1.0, 1.0),
     steps: Annotated[int, typer.Option(help="Adam steps.")] = 2000,
     batch: Annotated[int, typer.Option(help="Pairs per step.")] = 256,
-    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-2,
+    lr: Annotated[float, typer.Option(callback=finite(0, open_min=True), help="Adam learning rate.")] = 1e-2,
     seed: Annotated[int, typer.Option(help="Seed for weights, training pairs and minibatches.")] = 0,
     grid: Annotated[
         int, typer.Option(help="Report errors over every pair of a grid with this many points per axis.")
@@ -82,6 +85,7 @@ def fit(
     from regioncount.relations import fit_relation
 
     ws = parse_ints(widths, "--widths")
+    guarded(lambda: checks.check_outputs({"--out": out, "--report": report}))
 
     def run():
         tgt = _target(target, sigma)
@@ -102,11 +106,15 @@ def fit(
             )
 
     res = guarded(run)
-    save_model(res.model, out)
+    from regioncount import model_bytes
+
     d = res.as_dict()
-    d["model"] = str(out)
+    d.update(model=str(out), domain={"box": {"lo": [box[0]] * dim, "hi": [box[1]] * dim}})
+    d["version"] = checks.tool_version()
+    files: dict[Path, bytes | str] = {out: model_bytes(res.model)}
     if report is not None:
-        write_atomic(report, dump_json(d) + "\n")
+        files[report] = dump_json(d) + "\n"
+    write_files(files)  # the model and its report, both or neither
     if json_out:
         print(dump_json(d))
         return
@@ -212,6 +220,7 @@ def retrieval(
         Path | None,
         typer.Option(help="Draw the cells coloured by key, target boundaries and hatched mistakes (.png/.svg/.pdf)."),
     ] = None,
+    memory_cap: MemoryCapOpt = 4.0,
 ):
     """Exact retrieval cells of a relation model for a key set: which key each query retrieves, areas, score
     margins, and the area where it retrieves a key the target does not rank first."""
@@ -228,6 +237,13 @@ def retrieval(
         fail("--margins must be positive numbers", 2)
     if not 0 < weight < 1:
         fail(f"--weight must lie strictly between 0 and 1, got {weight}", 2)
+    target_file = None if target is None or not Path(target).suffix else Path(target)
+    guarded(
+        lambda: checks.check_outputs(
+            {"--out": out, "--csv": csv_out, "--figure": figure},
+            {"MODEL": model, "--keys": keys, "--key-bias": key_bias, "--target": target_file},
+        )
+    )
     drawing: tuple[Path, str] | None = None  # --figure and its format, checked before any work
     if figure is not None:
         from ._plot import _image_format
@@ -252,27 +268,32 @@ def retrieval(
             b = b + voronoi_bias(net, K)
         tgt = _retrieval_target(target, sigma)
         with LazyProgress("retrieval cells (ops)") as bar:
-            ret = retrieval_partition(net, K, dom, key_bias=b, progress=bar)
+            ret = retrieval_partition(net, K, dom, key_bias=b, progress=bar, memory_cap=int(memory_cap * 2**30))
         err = None if tgt is None else retrieval_error(ret, tgt, method=method, samples=samples, seed=seed)
         return ret, err, ret.summary(tuple(margin_list), weight)
 
     ret, err, res = guarded(run)
     res["model"] = str(model)
     res["keys_file"] = str(keys)
+    res["domain"] = _domain_json(ret.domain)
+    res["version"] = checks.tool_version()
     if err is not None:
         res["target"] = target
         res.update(err.as_dict())
+    files: dict[Path, bytes | str] = {}
     if drawing is not None:
         from regioncount.plotting import plot_retrieval
 
-        write_atomic(drawing[0], plot_retrieval(ret, err, fmt=drawing[1]))
+        files[drawing[0]] = plot_retrieval(ret, err, fmt=drawing[1])
     if csv_out is not None:
         tareas = None
         if err is not None and err.target_cells is not None:
             tareas = [float(c.area) for c in err.target_cells]
-        write_atomic(csv_out, _per_key_csv(ret, tareas))
+        files[csv_out] = _per_key_csv(ret, tareas)
     if out is not None:
-        write_atomic(out, dump_json(res) + "\n")
+        files[out] = dump_json(res) + "\n"
+    if files:
+        write_files(files)  # every file or none
     if json_out:
         print(dump_json(res))
         return
@@ -292,3 +313,20 @@ def retrieval(
         table.add_row(f"mistake area vs {target}", f"{err.area:.6g}  ({100 * err.fraction:.3f}%, {how})")
     table.add_row("seconds", f"{res['seconds']:.2f}")
     console().print(table)
+
+
+def _domain_json(dom) -> dict:
+    """The domain the retrieval cells were computed on, for the JSON record (the layout of ``count``'s)."""
+    from regioncount import Slice
+
+    if isinstance(dom, Slice):
+        return {
+            "slice": {
+                "origin": dom.x0.tolist(),
+                "dir1": dom.v1.tolist(),
+                "dir2": dom.v2.tolist(),
+                "lo": dom.lo.tolist(),
+                "hi": dom.hi.tolist(),
+            }
+        }
+    return {"box": {"lo": dom.lo.tolist(), "hi": dom.hi.tolist()}}

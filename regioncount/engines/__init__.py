@@ -15,6 +15,8 @@ _EXPORTS = {
     "partition_curved": "._curved",
     "TiledCount": "._tiles",
     "count_tiled": "._tiles",
+    "shard_name": "._tiles",
+    "tile_grid": "._tiles",
     "dask_client": "._distributed",
     "SampleCount": "._sample",
     "count_sampled": "._sample",
@@ -41,5 +43,10 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
         grid_codes as grid_codes,
     )
     from ._space import partition_space as partition_space
-    from ._tiles import TiledCount as TiledCount, count_tiled as count_tiled
+    from ._tiles import (
+        TiledCount as TiledCount,
+        count_tiled as count_tiled,
+        shard_name as shard_name,
+        tile_grid as tile_grid,
+    )
     from ._whole_plane import WholePlane as WholePlane, whole_plane_box as whole_plane_box

@@ -34,8 +34,12 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, *, pro
     if scheduler is not None:
         try:
             client = dd.Client(scheduler, timeout="10s")
-        except OSError as e:
+        except (OSError, TimeoutError) as e:
             raise RegionCountError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+        except (ValueError, TypeError) as e:  # distributed's address parser: "missing port", unknown protocol
+            raise RegionCountError(
+                f"{scheduler!r} is not a Dask scheduler address ({e}): give one such as tcp://host:8786"
+            ) from None
         with client:
             yield client
         return

@@ -64,6 +64,7 @@ import numpy as np
 from .. import _tolerances as tol
 from .._domain import Segment
 from .._errors import DegreeTooHighError, DomainError, RegionCountError
+from .._magnitude import check_magnitudes
 from .._predicates import EPS, ETA, dyadic, gamma, rescale
 from ..networks import check_domain, lower
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
@@ -1201,6 +1202,7 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     if seg.a.shape[0] != program.input_dim:
         raise DomainError(f"the segment lives in R^{seg.a.shape[0]} but the network takes {program.input_dim} inputs")
     check_domain(net, np.minimum(seg.a, seg.b), np.maximum(seg.a, seg.b))
+    check_magnitudes(program, seg)  # refuse magnitudes whose float bounds could overflow
     degree = _degree_plan(program, max_degree)
 
     if not _has_attention(program.ops):

@@ -59,6 +59,7 @@ import numpy as np
 from .. import _tolerances as tol
 from .._domain import AffineSlice, Box, Slice
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError
+from .._magnitude import check_magnitudes
 from .._predicates import EPS, gamma
 from ..networks import check_domain, lower, walk_widths
 from ..networks._ops import Affine, Attention, GroupMax, Program, Residual
@@ -374,7 +375,9 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         edge[sl] = ~on.any(axis=1)
     r, a, b, com = r[edge], a[edge], b[edge], com[edge]
     t = s[r, a] / (s[r, a] - s[r, b])
-    X = P.V[r, a] + t[:, None] * (P.V[r, b] - P.V[r, a])
+    # the coordinates only: column k (the vertex error bound, inf where it overflowed) is recomputed below
+    X = P.V[r, a].copy()
+    X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
     planes = P.fpl[r]
@@ -834,6 +837,7 @@ class _Engine:
         pp, jj = np.nonzero(cross)
         cnt = np.bincount(pp, minlength=R0)
         first = np.cumsum(cnt) - cnt
+        rounds = max(1, int(cnt.max(initial=1)))
         t = 0
         while True:
             anc = st.anc[: st.n]
@@ -845,6 +849,8 @@ class _Engine:
             w = np.concatenate([Af[par, :, j], werr[j, None]], axis=1)
             self._relu_round(cand, par, w, j, 2 * (fam.base + par * D + j))
             t += 1
+            if self.progress is not None:  # within the op: one round per crossing unit (a long op shows)
+                self.progress(self.done + t / rounds, self.total)
         st.sort_by_parent()
         par = st.anc[: st.n]
         bits = st.extra["bits"][: st.n].copy()
@@ -1192,6 +1198,7 @@ def partition_space(
     8.0
     """
     program = lower(net)
+    check_magnitudes(program, domain, values=True)  # refuse magnitudes whose float bounds could overflow
     x0, V, lo, hi = _frame(program, domain)
     c, h = (lo + hi) / 2, (hi - lo) / 2
     xc = x0 + V @ c

@@ -2,13 +2,15 @@
 merge the cells that continue across tile borders.
 
 A tile's partition (the ``plane`` engine on the tile as its own domain) cuts every region that crosses
-a tile border into pieces, one per tile it meets. Two pieces in neighbouring tiles belong to the same
-cell when they have the same activation code and share a segment of the border of positive length;
-the cells are the connected components of that relation, so their number equals the single-process
-count for convex regions and for curved cells alike. Linear regions (Montúfar et al. 2014) are the
-components of the region graph over edges whose affine maps agree (the rule of
-:meth:`Partition.linear_region_labels`, with maps normalised on the whole domain): inside a tile the
-tile's own adjacency gives those edges, across a border the border segments do.
+a tile border into pieces, one per tile it meets. The plane engine's regions are convex (it refuses curved
+boundaries), so the pieces that carry one activation code, in whatever tiles, are one cell: the merge is
+decided by the codes alone, exactly, with no length or distance threshold (see :func:`_same_code_edges`).
+Linear regions (Montúfar et al. 2014) are the components of the region graph over edges whose affine maps
+agree (the rule of :meth:`Partition.linear_region_labels`, with maps normalised on the whole domain):
+inside a tile the tile's own adjacency gives those edges, across a border the pieces of one code and the
+pieces of different codes that share a border segment (a boundary that runs along the border).
+``certify=True`` certifies each tile's partition and recomputes the cells by a second, geometric route
+(:func:`certify_merge`).
 
 Each tile is reduced where it is computed to a :class:`TileSummary`: its piece and linear-component
 counts and the pieces on its inner sides (interval on the border, code bytes, normalised map). Only
@@ -19,11 +21,6 @@ Borders may pass through vertices and run along region boundaries: a unit whose 
 border does not cut either tile (its values vanish on that side), and its two sides show up as
 different codes across the border, which are not merged as cells but are merged as linear regions
 when the maps agree.
-
-Caveat, measured (benchmarks/README.md): while the plane engine drops slivers below an area threshold
-relative to its domain, a tile (a smaller domain) can keep a sliver the whole-domain run drops, so on
-networks with near-concurrent lines the tiled count can exceed the whole one by such slivers (0.1% at
-10^6 regions). Without the threshold the two agree exactly.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .._domain import Box, Slice
-from .._errors import DomainError
+from .._errors import DomainError, WriteError
 from ..results._partition import Partition, _components, maps_agree, normalised_maps
 from ._plane import partition_plane
 
@@ -48,8 +45,6 @@ from ._plane import partition_plane
 BOTTOM, RIGHT, TOP, LEFT = 0, 1, 2, 3
 #: The border coordinate that runs along each side: u1 along the bottom and top, u2 along the others.
 _ALONG = {BOTTOM: 0, RIGHT: 1, TOP: 0, LEFT: 1}
-#: Borders shorter than this fraction of the domain's diameter are not shared (as in Partition.adjacency).
-_EPS = 1e-9
 
 
 def tile_grid(tiles) -> tuple[int, int]:
@@ -121,19 +116,30 @@ class TileSummary:
     maps: np.ndarray
     seconds: float
     partition: Partition | None = None
+    certificate: dict | None = None
 
 
 def summarise_tile(
-    net, domain, index, tile, grid, *, max_regions=None, keep=False, rtol=1e-9, shards=None
+    net, domain, index, tile, grid, *, max_regions=None, keep=False, rtol=1e-9, shards=None, certify=False
 ) -> TileSummary:
     """Partition ``tile`` (one of ``split_domain(domain, grid)``'s, at ``index = (row, col)``) and reduce it
     to a :class:`TileSummary`. Runs anywhere (a Dask task): it needs only its arguments. With ``shards`` (a
-    folder the task can write to) the tile's partition is also written there, see :func:`write_shard`."""
+    folder the task can write to) the tile's partition is also written there, see :func:`write_shard`. With
+    ``certify`` the tile's partition is checked by :func:`regioncount.results.certify` (on the tile as its
+    own domain) and the result kept in ``certificate``."""
     t0 = time.perf_counter()
     part = partition_plane(net, tile, max_regions=max_regions)
     if shards is not None:
-        write_shard(os.path.join(os.fspath(shards), shard_name(index)), part)
+        path = os.path.join(os.fspath(shards), shard_name(index))
+        try:
+            write_shard(path, part)
+        except OSError as e:
+            raise WriteError(f"cannot write the shard {path}: {e.strerror or e}") from None
     out = _summarise(part, domain, index, grid, rtol)
+    if certify:
+        from ..results._certify import certify as run_certify
+
+        out.certificate = run_certify(part, net)
     out.seconds = time.perf_counter() - t0
     out.partition = part if keep else None
     return out
@@ -181,7 +187,7 @@ def _summarise(part: Partition, domain, index, grid, rtol: float) -> TileSummary
 class TiledCount:
     """An exact count by tiles. ``regions``: cells (activation regions; connected cells where they are
     curved) of the whole domain; ``linear_regions``: linear regions; both equal the single-process counts
-    (up to the plane engine's sliver threshold, see the module docstring).
+    (exactly, see the module docstring).
     ``pieces``: the tiles' regions before merging; ``tiles``: ``(rows, cols)``; ``seconds``: wall time;
     ``tile_seconds``: each tile's own time (row-major).
 
@@ -198,14 +204,18 @@ class TiledCount:
     partition: Partition | None = None
     cell_of_piece: np.ndarray | None = None
     linear_of_piece: np.ndarray | None = None
+    certificate: dict | None = None
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "regions": self.regions,
             "linear_regions": self.linear_regions,
             "pieces": self.pieces,
             "tiles": list(self.tiles),
         }
+        if self.certificate is not None:
+            out["certificate"] = self.certificate
+        return out
 
 
 def count_tiled(
@@ -219,6 +229,7 @@ def count_tiled(
     shards=None,
     rtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
+    certify: bool = False,
 ) -> TiledCount:
     """Exact regions and linear regions of ``net`` on a 2D ``domain`` from ``tiles`` partitioned
     independently (``tiles``: N or ``(rows, cols)``, see :func:`tile_grid`).
@@ -229,15 +240,25 @@ def count_tiled(
     folder (created if needed; on a cluster, one every worker can write to) that receives each tile's
     partition as ``tile-ROW-COL.npz``, written whole or not at all: the partition is kept on disk, never
     in memory all at once (read a shard back with :func:`read_shard`).
-    ``progress(done, total)`` is called as tiles finish.
+    ``progress(done, total)`` is called as tiles finish. ``certify``: check every tile's partition with
+    :func:`regioncount.results.certify` and the merge by a second route (see :func:`certify_merge`); the
+    result's ``certificate`` then holds both, with ``passed`` false if any check failed.
     """
     t0 = time.perf_counter()
     grid = tile_grid(tiles)
     parts = split_domain(domain, grid)
     if shards is not None:
         shards = os.path.abspath(os.fspath(shards))
-        os.makedirs(shards, exist_ok=True)
-    kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards)
+        try:
+            os.makedirs(shards, exist_ok=True)
+        except OSError as e:
+            raise WriteError(f"cannot make the shards folder {shards}: {e.strerror or e}") from None
+    if client is not None and max_regions is not None:
+        from ._distributed import n_workers
+
+        # the workers run tiles at once: the region cap (a share of one memory cap) is split between them
+        max_regions = max(1, int(max_regions) // n_workers(client))
+    kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards, certify=certify)
     if client is None:
         summaries: Iterable[TileSummary] = (summarise_tile(net, domain, i, t, grid, **kw) for i, t in parts)
     else:
@@ -249,7 +270,64 @@ def count_tiled(
         done[s.index] = s
         if progress is not None:
             progress(len(done), len(parts))
-    return merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0)
+    out = merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0)
+    if certify:
+        out.certificate = certify_merge(domain, grid, done, out)
+    return out
+
+
+def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:
+    """The certificate of a tiled count: ``tiles`` (every tile's own certificate passed; the failed checks
+    named) and ``merge``, the merged cell count recomputed by a second route: pieces joined where they have
+    the same code and their edges on a shared border overlap (geometry, not the codes' convexity that
+    :func:`merge_tiles` relies on), and every same-code pair across a border found so. Returns the
+    :func:`regioncount.results.certify` layout ``{"passed", "checks"}``; the tiles' own checks are under
+    ``"tile_checks"``, keyed ``"ROW,COL"``."""
+    rows, cols = grid
+    order = [(r, c) for r in range(rows) for c in range(cols)]
+    S = [summaries[i] for i in order]
+    bad = []
+    for i, s in zip(order, S, strict=True):
+        cert = s.certificate or {"passed": False, "checks": {"certificate": {"passed": False, "detail": "missing"}}}
+        if not cert["passed"]:
+            bad.append(
+                f"tile {i[0]},{i[1]}: " + ", ".join(k for k, v in cert["checks"].items() if v["passed"] is False)
+            )
+    tiles_ok = {
+        "passed": not bad,
+        "detail": f"{len(S) - len(bad)} of {len(S)} tiles certified" + (f" ({'; '.join(bad)})" if bad else ""),
+    }
+    piece0 = np.cumsum([0] + [s.pieces for s in S])
+    edges, missed = [], 0
+    for k, (r, c) in enumerate(order):
+        for side, other, oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
+            if other not in summaries:
+                continue
+            j = other[0] * cols + other[1]
+            a, b = S[k], S[j]
+            ia, ib = _overlapping(a.sides[side], b.sides[oside])
+            ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
+            same = np.all(a.codes[ka] == b.codes[kb], axis=1)
+            edges.append(np.stack([piece0[k] + ia, piece0[j] + ib], 1)[same])
+            # every code on both sides of this border must have been found overlapping itself across it
+            pa = np.unique(a.sides[side][0])
+            pb = np.unique(b.sides[oside][0])
+            ca = {bytes(x) for x in a.codes[np.searchsorted(a.border, pa)]}
+            cb = {bytes(x) for x in b.codes[np.searchsorted(b.border, pb)]}
+            found = {bytes(x) for x in a.codes[ka[same]]}
+            missed += len((ca & cb) - found)
+    cells, _ = _count_components(int(piece0[-1]), edges)
+    ok = cells == merged.regions and missed == 0
+    merge = {
+        "passed": bool(ok),
+        "detail": f"{cells:,} cells by overlapping border edges of equal codes, {merged.regions:,} by codes; "
+        f"{missed} codes on both sides of a border without an overlapping edge",
+    }
+    return {
+        "passed": bool(tiles_ok["passed"] and ok),
+        "checks": {"tiles": tiles_ok, "merge": merge},
+        "tile_checks": {f"{i[0]},{i[1]}": s.certificate for i, s in zip(order, S, strict=True)},
+    }
 
 
 def count_shards(domain, tiles, folder, *, rtol: float = 1e-9) -> TiledCount:
@@ -264,19 +342,24 @@ def count_shards(domain, tiles, folder, *, rtol: float = 1e-9) -> TiledCount:
     return merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0)
 
 
-def _shared_segments(a: tuple, b: tuple, eps: float):
+def _overlapping(a: tuple, b: tuple):
     """Pairs ``(piece_a, piece_b)`` whose edges on one border (``a``, ``b``: ``(piece, lo, hi)`` of the
-    two sides) overlap in a segment longer than ``eps``. Each side's edges tile the border, so every
-    elementary interval between consecutive endpoints of either side lies in one edge of each."""
+    two sides) overlap in a segment of positive length. Each side's edges tile the border, so every
+    elementary interval between consecutive endpoints of either side lies in one edge of each.
+
+    No length threshold: the pairs this finds between pieces of different codes matter only where a
+    boundary runs along the border (elsewhere the pieces across a border carry the same codes in the
+    same order, and two neighbours that a rounding difference makes overlap are adjacent inside a tile
+    already, so joining them changes no linear region)."""
     pa, la, ha = a
     pb, lb, hb = b
     if pa.size == 0 or pb.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     pts = np.unique(np.concatenate([la, ha, lb, hb]))
     x0, x1 = pts[:-1], pts[1:]
-    keep = (x1 - x0) > eps
-    x0, x1 = x0[keep], x1[keep]
-    mid = (x0 + x1) / 2
+    mid = x0 + (x1 - x0) / 2
+    keep = (x0 < mid) & (mid < x1)
+    mid = mid[keep]
     out = []
     for lo, hi in ((la, ha), (lb, hb)):
         o = np.argsort(lo, kind="stable")
@@ -286,6 +369,32 @@ def _shared_segments(a: tuple, b: tuple, eps: float):
         out.append((o[k], inside))
     ok = out[0][1] & out[1][1]
     return pa[out[0][0][ok]], pb[out[1][0][ok]]
+
+
+def _same_code_edges(S: list, piece0: np.ndarray, lin0: np.ndarray):
+    """Cell and linear-region edges joining the border pieces of all tiles that carry the same code.
+
+    The plane engine's pieces are convex and so is each code's set (every decision is one linear
+    inequality given the earlier ones; the engine refuses curved boundaries), so the pieces of one code
+    in different tiles are one cell: two such pieces hold points a and b of the code's open convex set,
+    and the segment ab crosses every border between them inside that set. A piece that touches no inner
+    side is a whole cell. The merge is decided by the codes alone: no geometry, no threshold."""
+    have = [k for k, s in enumerate(S) if s.border.size]
+    if not have:
+        return np.zeros((0, 2), np.int64), np.zeros((0, 2), np.int64)
+    C = np.ascontiguousarray(np.concatenate([S[k].codes for k in have]), dtype=np.uint8)
+    piece = np.concatenate([piece0[k] + S[k].border for k in have])
+    lin = np.concatenate([lin0[k] + S[k].linear[S[k].border] for k in have])
+    if C.shape[1] == 0:
+        inv = np.zeros(C.shape[0], np.int64)
+    else:
+        key = C.view(np.dtype((np.void, C.shape[1]))).ravel()
+        _, inv = np.unique(key, return_inverse=True)
+        inv = inv.ravel()
+    first = np.full(int(inv.max()) + 1, piece.size, np.int64)
+    np.minimum.at(first, inv, np.arange(piece.size))
+    f = first[inv]
+    return np.stack([piece[f], piece], 1), np.stack([lin[f], lin], 1)
 
 
 def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: float = 0.0) -> TiledCount:
@@ -298,9 +407,10 @@ def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: f
     S = [summaries[i] for i in order]
     piece0 = np.cumsum([0] + [s.pieces for s in S])
     lin0 = np.cumsum([0] + [s.n_linear for s in S])
-    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
-    eps = _EPS * float(np.hypot(*(hi - lo)))
-    cell_edges, lin_edges = [], []
+    # cells: the pieces of one code (see _same_code_edges); linear regions: those, and pieces of different
+    # codes whose maps agree across a border segment they share (a boundary that runs along the border)
+    same_cells, same_lin = _same_code_edges(S, piece0, lin0)
+    cell_edges, lin_edges = [same_cells], [same_lin]
     for k, (r, c) in enumerate(order):
         # each border once: with the tile to the right (its LEFT) and the one above (its BOTTOM)
         for side, other, oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
@@ -308,14 +418,13 @@ def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: f
                 continue
             j = other[0] * cols + other[1]
             a, b = S[k], S[j]
-            ia, ib = _shared_segments(a.sides[side], b.sides[oside], eps)
+            ia, ib = _overlapping(a.sides[side], b.sides[oside])
             if ia.size == 0:
                 continue
             ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
-            same_code = np.all(a.codes[ka] == b.codes[kb], axis=1)
-            same_map = same_code | maps_agree(a.maps[ka], b.maps[kb], rtol)
-            cell_edges.append(np.stack([piece0[k] + ia, piece0[j] + ib], 1)[same_code])
-            lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[same_map])
+            other_code = ~np.all(a.codes[ka] == b.codes[kb], axis=1)
+            join = other_code & maps_agree(a.maps[ka], b.maps[kb], rtol)
+            lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[join])
     cells, cell_lab = _count_components(int(piece0[-1]), cell_edges)
     lins, lin_lab = _count_components(int(lin0[-1]), lin_edges)
     out = TiledCount(

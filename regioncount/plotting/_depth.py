@@ -12,6 +12,7 @@ MEASURED = (
     "random_sample_mean",
     "random_chao1_mean",
     "random_line_mean",
+    "random_exact_mean",
     "relu_attention_mean",
 )
 
@@ -42,6 +43,12 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
         err = [r["random_sample_std"] or 0 for r in rows if r.get("random_sample_mean") is not None]
         ax.errorbar(
             x, y, yerr=err, fmt="^-", color="tab:orange", capsize=3, label="random hardmax, sampled 2D (lower bound)"
+        )
+    x, y = series("random_exact_mean")
+    if x:
+        err = [r.get("random_exact_std") or 0 for r in rows if r.get("random_exact_mean") is not None]
+        ax.errorbar(
+            x, y, yerr=err, fmt="P-", color="tab:olive", capsize=3, label="random hardmax, exact connected cells (2D)"
         )
     x, y = series("random_chao1_mean")
     if x:

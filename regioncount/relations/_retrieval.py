@@ -24,7 +24,7 @@ import numpy as np
 from .. import _tolerances as tol
 from .._domain import Box, Slice
 from .._enums import Method
-from .._errors import DomainError, KeySetError, RegionCountError
+from .._errors import DomainError, KeySetError, MemoryCapError, RegionCountError
 from ..engines import forward_codes, partition_plane
 from ..networks import RelationModel
 from ..networks._ops import Program, walk_widths
@@ -34,6 +34,12 @@ from ._targets import as_target, utility_program
 
 #: Points per forward pass of a sampled estimate (one compiled shape).
 _CHUNK = 1 << 15
+#: Peak bytes per squared key of a retrieval partition and its summary above the process's base, measured
+#: with a 2 -> 32 -> 8 relation model on [-1, 1]^2 (100 keys: 52 MB, 200 keys: 217 MB; benchmarks/README.md),
+#: rounded up: the up-front estimate that :func:`retrieval_partition` holds against a memory cap.
+RETRIEVAL_BYTES_PER_KEY2 = 8192
+#: Peak bytes per region of the plane engine (``_count.PLANE_BYTES_PER_REGION``), for the region cap.
+_PLANE_BYTES_PER_REGION = 1536
 
 
 def _score_maps(program: Program, domain, codes: np.ndarray) -> np.ndarray:
@@ -169,6 +175,10 @@ class Retrieval:
         others = np.argsort(np.arange(n)[None, :] == j[:, None], axis=1, kind="stable")[:, : n - 1]
         rows = np.arange(R)
         cells = self.partition.to_shapely()
+        # a sliver's float polygon can be invalid for GEOS (a TopologyException at 70 keys): its valid form
+        # has the same area up to rounding
+        bad = ~shapely.is_valid(cells)
+        cells[bad] = shapely.make_valid(cells[bad])
         for k in range(n - 1):
             W = self.score_maps[rows, j] - self.score_maps[rows, others[:, k]]
             W[:, 2] -= margin
@@ -176,6 +186,8 @@ class Retrieval:
             cut = whole == 0
             cells[cut] = shapely.intersection(cells[cut], quads[cut])
             cells[whole < 0] = shapely.Polygon()
+            bad = ~shapely.is_valid(cells)
+            cells[bad] = shapely.make_valid(cells[bad])
         return float(shapely.area(cells).sum())
 
     def summary(self, margins=(0.05, 0.1, 0.25), weight: float = 0.99) -> dict:
@@ -265,9 +277,20 @@ def load_keys(path) -> np.ndarray:
     return K
 
 
-def retrieval_partition(model, keys, domain, *, key_bias=None, max_regions=None, progress=None) -> Retrieval:
+def retrieval_memory(n_keys: int) -> int:
+    """The bytes a retrieval partition of ``n_keys`` keys is estimated to need (:data:`RETRIEVAL_BYTES_PER_KEY2`)."""
+    return RETRIEVAL_BYTES_PER_KEY2 * int(n_keys) ** 2
+
+
+def retrieval_partition(
+    model, keys, domain, *, key_bias=None, max_regions=None, progress=None, memory_cap: int | None = None
+) -> Retrieval:
     """The exact retrieval partition of ``model`` (a :class:`RelationModel`, e.g. from
     :func:`~regioncount.networks.attention_head_relation`) for ``keys (n, p)`` on a 2D ``domain``.
+
+    ``memory_cap`` (bytes): refuse up front, with :class:`~regioncount._errors.MemoryCapError`, a key set
+    whose estimated memory (:func:`retrieval_memory`) is over it, and stop the partition once its regions
+    pass what fits (``max_regions`` lowers that further).
 
     Raises :class:`~regioncount._errors.KeySetError` for an empty key set, keys of the wrong dimension or
     non-finite keys, and :class:`~regioncount._errors.DomainError` for a domain that does not fit.
@@ -277,6 +300,16 @@ def retrieval_partition(model, keys, domain, *, key_bias=None, max_regions=None,
     t0 = time.perf_counter()
     K, b = model.check_keys(keys, key_bias)
     _check_domain(model, domain)
+    if memory_cap is not None:
+        need = retrieval_memory(K.shape[0])
+        if need > memory_cap:
+            raise MemoryCapError(
+                f"{K.shape[0]:,} keys need about {need / 2**30:.2f} GiB for their retrieval cells "
+                f"({RETRIEVAL_BYTES_PER_KEY2:,} bytes per squared key, measured), over the "
+                f"{memory_cap / 2**30:.2f} GiB memory cap: raise --memory-cap or give fewer keys"
+            )
+        fits = max(1, memory_cap // _PLANE_BYTES_PER_REGION)
+        max_regions = fits if max_regions is None else min(int(max_regions), fits)
     program = model.lower(K, b)
     P = partition_plane(program, domain, max_regions=max_regions, progress=progress)
     codes = P.codes

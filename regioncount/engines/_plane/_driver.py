@@ -11,6 +11,7 @@ import numpy as np
 
 from ..._domain import Box, Slice
 from ..._errors import DomainError, InexactError, MemoryCapError
+from ..._magnitude import check_magnitudes
 from ..._memory import check_rss
 from ..._predicates import EPS, INEXACT_G, column_granularity, exact_frame_error, sum_bounds
 from ...networks import check_domain, lower, walk_widths
@@ -235,6 +236,7 @@ def partition_plane(
     """
     program = lower(net)
     refuse_unsupported("plane", (op for op, _, _ in walk_widths(program)))
+    check_magnitudes(program, domain)  # refuse magnitudes whose float bounds could overflow
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
     check_domain(net, xlo, xhi)
     T = program.tokens

@@ -131,16 +131,18 @@ def test_retrieval_memory_refused_up_front(capsys, files, tmp_path, monkeypatch)
     from regioncount.engines import _plane
 
     keys = tmp_path / "many.csv"
-    np.savetxt(keys, np.random.default_rng(1).uniform(-1, 1, (400, 2)), delimiter=",")
+    # 1,000 keys against a 4 GiB cap: a cap well above what the test process itself holds (pytest has loaded
+    # much of the library by now), so it is the estimate that refuses, not the guard
+    np.savetxt(keys, np.random.default_rng(1).uniform(-1, 1, (1000, 2)), delimiter=",")
 
     def never(*a, **k):
         raise AssertionError("the partition ran")
 
     monkeypatch.setattr(_plane, "partition_plane", never)
     monkeypatch.setattr("regioncount.relations._retrieval.partition_plane", never)
-    code, out, err = run(capsys, "retrieval", files["rel.npz"][0], "--keys", keys, "--memory-cap", "1")
-    one_error(code, out, err, 5, "400 keys need about 1.22 GiB")
-    assert "1.00 GiB memory cap" in err
+    code, out, err = run(capsys, "retrieval", files["rel.npz"][0], "--keys", keys, "--memory-cap", "4")
+    one_error(code, out, err, 5, f"1,000 keys need about {8192 * 1000**2 / 2**30:.2f} GiB")
+    assert "4.00 GiB memory cap" in err
 
 
 def test_retrieval_70_keys_is_small_and_exact():
@@ -322,7 +324,10 @@ def test_ignored_options_are_refused(capsys, files, mlp3, tmp_path):
     one_error(*run(capsys, "count", m, "--method", "line", "--max-regions", "5"), 2, "--max-regions does not apply")
     one_error(*run(capsys, "count", m, "--method", "sample", "--max-regions", "5"), 2, "--max-regions does not apply")
     one_error(*run(capsys, "count", m, "--method", "sample", "--certify"), 2, "--certify does not apply")
-    one_error(*run(capsys, "count", mlp3, "--certify"), 1, "this domain is 3-dimensional: drop --certify")
+    one_error(*run(capsys, "count", m, "--method", "line", "--certify"), 2, "--certify does not apply")
+    # a 3D count is certified (exact vertex and witness checks), not refused and not silently skipped
+    code, out, err = run(capsys, "count", mlp3, "--certify", "--json")
+    assert code == 0 and json.loads(out)["certificate"]["passed"] is True, err
     one_error(*run(capsys, "count", m, "--scheduler", "garbage", "--tiles", "4"), 2, "not a scheduler address")
     png = tmp_path / "p.png"
     one_error(*run(capsys, "plot", m, "--out", png, "--sections", "4"), 2, "the model has 2 inputs")

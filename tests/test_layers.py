@@ -29,7 +29,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "regioncount._tolerances",
         ),
     ),
-    ("networks and model files", ("regioncount.networks", "regioncount._io", "regioncount._loaders")),
+    (
+        "networks and model files",
+        ("regioncount.networks", "regioncount._io", "regioncount._loaders", "regioncount._magnitude"),
+    ),
     ("results", ("regioncount.results",)),
     ("engines", ("regioncount.engines",)),
     ("theory and relations", ("regioncount.theory", "regioncount.relations")),

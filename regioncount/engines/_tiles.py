@@ -137,7 +137,7 @@ def summarise_tile(
             raise WriteError(f"cannot write the shard {path}: {e.strerror or e}") from None
     out = _summarise(part, domain, index, grid, rtol)
     if certify:
-        from ..results._certify import certify as run_certify
+        from ._certify import certify as run_certify
 
         out.certificate = run_certify(part, net)
     out.seconds = time.perf_counter() - t0

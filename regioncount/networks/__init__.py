@@ -8,12 +8,17 @@ from ._ops import (
     Affine as Affine,
     Attention as Attention,
     GroupMax as GroupMax,
+    PiecewiseLinear as PiecewiseLinear,
     Program as Program,
     ReLU as ReLU,
     Residual as Residual,
+    abs_op as abs_op,
     code_length as code_length,
+    hardtanh as hardtanh,
     is_piecewise_linear as is_piecewise_linear,
+    leaky_relu as leaky_relu,
     op_code_length as op_code_length,
+    relu_form as relu_form,
     walk_widths as walk_widths,
 )
 from ._relation import (
@@ -40,6 +45,11 @@ __all__ = [
     "MLP",
     "Maxout",
     "Network",
+    "PiecewiseLinear",
+    "abs_op",
+    "hardtanh",
+    "leaky_relu",
+    "relu_form",
     "Program",
     "ReLU",
     "Residual",
@@ -64,8 +74,9 @@ Network = MLP | Maxout | Transformer
 
 
 def lower(net) -> Program:
-    """The :class:`Program` of a network (a Program is returned as is)."""
-    return net if isinstance(net, Program) else net.lower()
+    """The :class:`Program` of a network (a Program is returned as is), with every piecewise-linear
+    activation in its exact ReLU form (:func:`relu_form`), the form every engine runs."""
+    return relu_form(net if isinstance(net, Program) else net.lower())
 
 
 def check_domain(net, lo, hi) -> None:

@@ -196,3 +196,65 @@ def test_relu_keeps_its_own_op_and_relu_form_leaves_it():
     W, b = _random_layer(3, 0)
     net = Program(1, 2, (Affine(W, b), ReLU(), Affine(np.ones((1, 3)), np.zeros(1))))
     assert lower(net) is net
+
+
+def test_onnx_leakyrelu_clip_abs_prelu_equal_the_python_network(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from regioncount import load_network
+
+    rng = np.random.default_rng(3)
+    W1, b1 = rng.normal(size=(4, 2)), rng.uniform(-0.3, 0.3, 4)
+    W2, b2 = rng.normal(size=(4, 4)), rng.uniform(-0.3, 0.3, 4)
+    W3, b3 = rng.normal(size=(3, 4)), rng.uniform(-0.3, 0.3, 3)
+    W4 = rng.normal(size=(1, 3))
+    f64 = TensorProto.DOUBLE
+    inits = {
+        "W1": W1, "b1": b1, "W2": W2, "b2": b2, "W3": W3, "b3": b3, "W4": W4, "b4": np.zeros(1),
+        "lo": np.array(-0.4), "hi": np.array(0.5), "slope": np.array([0.2]),
+    }  # fmt: skip
+    nodes = [
+        helper.make_node("Gemm", ["x", "W1", "b1"], ["h1"], transB=1),
+        helper.make_node("LeakyRelu", ["h1"], ["a1"], alpha=0.125),
+        helper.make_node("Gemm", ["a1", "W2", "b2"], ["h2"], transB=1),
+        helper.make_node("Clip", ["h2", "lo", "hi"], ["a2"]),
+        helper.make_node("Gemm", ["a2", "W3", "b3"], ["h3"], transB=1),
+        helper.make_node("Abs", ["h3"], ["a3"]),
+        helper.make_node("PRelu", ["a3", "slope"], ["a4"]),
+        helper.make_node("Gemm", ["a4", "W4", "b4"], ["y"], transB=1),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", f64, ["N", 2])],
+        [helper.make_tensor_value_info("y", f64, None)],
+        initializer=[numpy_helper.from_array(np.asarray(v, np.float64), k) for k, v in inits.items()],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "pwl.onnx"
+    onnx.save(m, str(path))
+    net = load_network(path)
+    py = Program(
+        1,
+        2,
+        (
+            Affine(W1, b1), leaky_relu(0.125), Affine(W2, b2), hardtanh(-0.4, 0.5),
+            Affine(W3, b3), abs_op(), leaky_relu(0.2), Affine(W4, np.zeros(1)),
+        ),
+    )  # fmt: skip
+    X = rng.uniform(-1, 1, (64, 2))
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    y_ort = sess.run(None, {"x": X})[0]
+    y_file, _, _ = forward_codes(lower(net), X)
+    y_py, _, _ = forward_codes(lower(py), X)
+    assert np.allclose(np.asarray(y_file), y_ort, rtol=1e-12, atol=1e-12)
+    assert np.allclose(np.asarray(y_py), y_ort, rtol=1e-12, atol=1e-12)
+    a = count_regions(net, Box(-1, 1, 2), certify=True)
+    b = count_regions(py, Box(-1, 1, 2))
+    assert a["regions"] == b["regions"] and a["linear_regions"] == b["linear_regions"]
+    assert a["certificate"]["passed"] and a["exact"]
+    sample = count_regions(py, Box(-1, 1, 2), method="sample", grid=64)
+    assert sample["regions"] <= b["regions"]

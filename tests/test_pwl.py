@@ -258,3 +258,36 @@ def test_onnx_leakyrelu_clip_abs_prelu_equal_the_python_network(tmp_path):
     assert a["certificate"]["passed"] and a["exact"]
     sample = count_regions(py, Box(-1, 1, 2), method="sample", grid=64)
     assert sample["regions"] <= b["regions"]
+
+
+def _cli(capsys, *argv):
+    from regioncount_cli.main import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", ["leaky_relu:0.1", "abs", "hardtanh:-0.3,0.3"])
+def test_count_activation_on_a_state_dict(capsys, tmp_path, name):
+    import json
+
+    from regioncount.networks import parse_activation
+
+    W, b = _random_layer(4, 7)
+    path = tmp_path / "sd.npz"
+    np.savez(path, **{"0.weight": W, "0.bias": b, "2.weight": np.ones((1, 4)), "2.bias": np.zeros(1)})
+    act = parse_activation(name)
+    code, out, err = _cli(capsys, "count", str(path), "--activation", name, "--json", "--certify")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["activation"] == name
+    assert res["regions"] == _expected(W, b, act) and res["certificate"]["passed"]
+    code, out, err = _cli(capsys, "count", str(path), "--activation", name, "--json", "--whole-plane")
+    assert code == 0, err
+    assert json.loads(out)["regions"] >= res["regions"]
+    code, _, err = _cli(capsys, "count", str(path), "--activation", "tanh")
+    assert code == 2 and "unknown activation" in err

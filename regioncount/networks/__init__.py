@@ -18,8 +18,10 @@ from ._ops import (
     is_piecewise_linear as is_piecewise_linear,
     leaky_relu as leaky_relu,
     op_code_length as op_code_length,
+    parse_activation as parse_activation,
     relu_form as relu_form,
     walk_widths as walk_widths,
+    with_activation as with_activation,
 )
 from ._relation import (
     RelationModel as RelationModel,
@@ -61,11 +63,13 @@ __all__ = [
     "is_piecewise_linear",
     "lower",
     "op_code_length",
+    "parse_activation",
     "pad_to_depth",
     "random_maxout",
     "random_mlp",
     "random_transformer",
     "truncate",
+    "with_activation",
     "walk_widths",
 ]
 

@@ -386,6 +386,38 @@ def hardtanh(lo: float = -1.0, hi: float = 1.0) -> PiecewiseLinear:
     return PiecewiseLinear((lo, hi), (0.0, 1.0, 0.0), lo)
 
 
+def parse_activation(name: str) -> ReLU | PiecewiseLinear:
+    """An activation by name: ``relu``, ``leaky_relu[:a]`` (default a = 0.01), ``abs``, ``hardtanh[:lo,hi]``
+    (default -1,1); ``ValueError`` for anything else."""
+    base, _, arg = name.strip().lower().partition(":")
+    try:
+        vals = [float(v) for v in arg.split(",")] if arg else []
+    except ValueError:
+        raise ValueError(f"activation {name!r}: the parameters after ':' must be numbers") from None
+    if base == "relu" and not vals:
+        return ReLU()
+    if base == "leaky_relu" and len(vals) <= 1:
+        return leaky_relu(*vals)
+    if base == "abs" and not vals:
+        return abs_op()
+    if base == "hardtanh" and len(vals) in (0, 2):
+        return hardtanh(*vals)
+    raise ValueError(f"unknown activation {name!r}: use relu, leaky_relu[:a], abs or hardtanh[:lo,hi]")
+
+
+def with_activation(net, act) -> Program:
+    """The program of ``net`` with every ReLU op replaced by ``act`` (for state dicts, which do not record
+    their activations)."""
+    program = net if isinstance(net, Program) else net.lower()
+
+    def swap(ops):
+        return tuple(
+            act if isinstance(op, ReLU) else Residual(swap(op.body)) if isinstance(op, Residual) else op for op in ops
+        )
+
+    return Program(program.tokens, program.input_dim, swap(program.ops), program.out_token, program.valid_box)
+
+
 Op = Affine | ReLU | GroupMax | Attention | Residual | PiecewiseLinear
 
 _pytree(Affine, ("W", "b"), ())

@@ -6,7 +6,8 @@ layers, an :class:`~regioncount.networks.MLP`. Weights are read into float64 exa
 is a float64 number), so counts are exact for the float64 network with the file's weights; a runtime
 that computes in float32 agrees with it to float32 precision only.
 
-ONNX (optional extra ``onnx``): the nodes Gemm, MatMul, Add, Relu, Conv, MaxPool, AveragePool,
+ONNX (optional extra ``onnx``): the nodes Gemm, MatMul, Add, Relu, LeakyRelu, Abs, Clip (bounds as inputs or
+attributes), PRelu (one slope), Conv, MaxPool, AveragePool,
 BatchNormalization, Flatten, Reshape and Max are read (plus Constant and Identity, which only carry data).
 Any other node raises one :class:`ModelFileError` that names it. The graph takes one input whose first
 axis is the batch axis; ``Add`` of two computed tensors must be a skip connection ``x + f(x)`` (or of two
@@ -36,7 +37,19 @@ from .networks._conv import (
     lower_layer,
     lower_layers,
 )
-from .networks._ops import Affine, GroupMax, Program, ReLU, Residual, as_f64, walk_widths
+from .networks._ops import (
+    Affine,
+    GroupMax,
+    PiecewiseLinear,
+    Program,
+    ReLU,
+    Residual,
+    abs_op,
+    as_f64,
+    hardtanh,
+    leaky_relu,
+    walk_widths,
+)
 
 ONNX_NODES = (
     "Gemm",
@@ -50,7 +63,24 @@ ONNX_NODES = (
     "Flatten",
     "Reshape",
     "Max",
+    "LeakyRelu",
+    "Clip",
+    "Abs",
+    "PRelu",
 )
+
+
+def _clip(lo: float, hi: float) -> PiecewiseLinear:
+    """ONNX Clip as a piecewise-linear op (a missing bound is infinite)."""
+    if np.isfinite(lo) and np.isfinite(hi):
+        if lo >= hi:
+            raise ValueError(f"Clip needs min < max, not {lo}, {hi}")
+        return hardtanh(lo, hi)
+    if np.isfinite(lo):
+        return PiecewiseLinear((lo,), (0.0, 1.0), lo)
+    if np.isfinite(hi):
+        return PiecewiseLinear((hi,), (1.0, 0.0))
+    raise ValueError("Clip without bounds is the identity: not supported")
 
 
 def load_network(path):
@@ -106,7 +136,7 @@ def _maybe(t) -> np.ndarray | None:
 def torch_layers(module) -> list:
     """The layers of a torch ``nn.Sequential`` (nested Sequentials flattened), in eval-mode semantics.
 
-    Reads Linear, Conv2d, ReLU, MaxPool2d, AvgPool2d, BatchNorm1d/2d, Flatten, Identity and Dropout (the
+    Reads Linear, Conv2d, ReLU, LeakyReLU, Hardtanh, PReLU (one slope), MaxPool2d, AvgPool2d, BatchNorm1d/2d, Flatten, Identity and Dropout (the
     identity in eval mode) by class name, so torch is imported by the caller only."""
     out: list = []
     for m in module.children() if hasattr(module, "children") else module:
@@ -121,6 +151,15 @@ def torch_layers(module) -> list:
             out.append(Conv2d(_numpy(m.weight), _maybe(m.bias), m.stride, m.padding, m.dilation, m.groups))
         elif name == "ReLU":
             out.append(ReLU())
+        elif name == "LeakyReLU":
+            out.append(leaky_relu(float(m.negative_slope)))
+        elif name == "Hardtanh":
+            out.append(hardtanh(float(m.min_val), float(m.max_val)))
+        elif name == "PReLU":
+            a = _numpy(m.weight).ravel()
+            if a.size != 1:
+                raise ModelFileError("PReLU with one slope per channel is not supported (one slope only)")
+            out.append(leaky_relu(float(a[0])))
         elif name == "MaxPool2d":
             out.append(MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation, bool(m.ceil_mode)))
         elif name == "AvgPool2d":
@@ -140,7 +179,8 @@ def torch_layers(module) -> list:
             continue
         else:
             raise ModelFileError(
-                f"torch layer {name} is not supported: regioncount reads Linear, Conv2d, ReLU, MaxPool2d, "
+                f"torch layer {name} is not supported: regioncount reads Linear, Conv2d, ReLU, LeakyReLU, Hardtanh, "
+                "PReLU, MaxPool2d, "
                 "AvgPool2d, BatchNorm1d/2d, Flatten, Identity and Dropout"
             )
     return out
@@ -296,6 +336,19 @@ class _OnnxReader:
         self.get(ins[0])  # a missing input is an error whatever the node
         if t == "Relu":
             return [self.apply(self.dyn(ins[0]), ReLU())]
+        if t == "LeakyRelu":
+            return [self.apply(self.dyn(ins[0]), leaky_relu(float(at.get("alpha", 0.01))))]
+        if t == "Abs":
+            return [self.apply(self.dyn(ins[0]), abs_op())]
+        if t == "PRelu":
+            slope = self.const(ins[1]).ravel()
+            if slope.size != 1:
+                raise ValueError("PRelu with more than one slope is not supported (one slope only)")
+            return [self.apply(self.dyn(ins[0]), leaky_relu(float(slope[0])))]
+        if t == "Clip":
+            lo = self.const(ins[1]).item() if len(ins) > 1 and ins[1] else at.get("min", -np.inf)
+            hi = self.const(ins[2]).item() if len(ins) > 2 and ins[2] else at.get("max", np.inf)
+            return [self.apply(self.dyn(ins[0]), _clip(float(lo), float(hi)))]
         if t == "Gemm":
             x = self.dyn(ins[0])
             if at.get("transA", 0):

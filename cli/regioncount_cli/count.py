@@ -55,11 +55,11 @@ if TYPE_CHECKING:
 
 #: The --activation option of ``count`` (``plot`` has its own wording).
 ActivationOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
-        callback=one_of("relu"),
-        help="The activation between the Linear layers of a PyTorch state dict, which does not record it: "
-        "relu, the only one counted (a network with another activation has no linear regions to count).",
+        help="The activation between the Linear layers of a PyTorch state dict, which does not record it: relu "
+        "(assumed when this is not given), leaky_relu[:a] (a = 0.01 by default), abs or hardtanh[:lo,hi] "
+        "(-1,1 by default). Other model files record their own.",
     ),
 ]
 
@@ -156,7 +156,7 @@ def count(
             help="Also count the network cut after each layer (MLP, Maxout) or block (Transformer).",
         ),
     ] = False,
-    activation: ActivationOpt = "relu",
+    activation: ActivationOpt = None,
     certify: Annotated[
         bool,
         typer.Option(
@@ -203,6 +203,16 @@ def count(
         guarded(lambda: _check_shards(shards, model, out, n_tiles))
 
     # the count_regions options the count and its --per-layer counts share
+    act_op = None
+    if activation is not None:
+        from regioncount.networks import parse_activation
+
+        try:
+            act_op = parse_activation(activation)
+        except ValueError as e:
+            fail(str(e), 2)
+        if not is_state_dict(model):
+            fail("--activation is for torch state dicts (.npz of Linear layers): other model files record theirs", 2)
     options: dict[str, Any] = dict(
         method=method,
         grid=grid,
@@ -214,6 +224,10 @@ def count(
 
     def run():
         net = load_network(model)
+        if act_op is not None:
+            from regioncount.networks import with_activation
+
+            net = with_activation(net, act_op)
         if whole_plane:
             from regioncount.engines import whole_plane_box
 
@@ -281,7 +295,9 @@ def count(
     res["model"] = str(model)
     res.setdefault("grid", None)
     res.update(seed=(seed or 0) if samples is not None else None, version=checks.tool_version())
-    if is_state_dict(model):
+    if activation is not None:
+        res["activation"] = activation
+    elif is_state_dict(model):
         res["activation"] = "relu (assumed: a state dict does not record its activations)"
     if out is not None or exported:
         write_files({**({out: dump_json(res) + "\n"} if out is not None else {}), **exported})

@@ -8,13 +8,20 @@ from ._ops import (
     Affine as Affine,
     Attention as Attention,
     GroupMax as GroupMax,
+    PiecewiseLinear as PiecewiseLinear,
     Program as Program,
     ReLU as ReLU,
     Residual as Residual,
+    abs_op as abs_op,
     code_length as code_length,
+    hardtanh as hardtanh,
     is_piecewise_linear as is_piecewise_linear,
+    leaky_relu as leaky_relu,
     op_code_length as op_code_length,
+    parse_activation as parse_activation,
+    relu_form as relu_form,
     walk_widths as walk_widths,
+    with_activation as with_activation,
 )
 from ._relation import (
     RelationModel as RelationModel,
@@ -40,6 +47,11 @@ __all__ = [
     "MLP",
     "Maxout",
     "Network",
+    "PiecewiseLinear",
+    "abs_op",
+    "hardtanh",
+    "leaky_relu",
+    "relu_form",
     "Program",
     "ReLU",
     "Residual",
@@ -51,11 +63,13 @@ __all__ = [
     "is_piecewise_linear",
     "lower",
     "op_code_length",
+    "parse_activation",
     "pad_to_depth",
     "random_maxout",
     "random_mlp",
     "random_transformer",
     "truncate",
+    "with_activation",
     "walk_widths",
 ]
 
@@ -64,8 +78,9 @@ Network = MLP | Maxout | Transformer
 
 
 def lower(net) -> Program:
-    """The :class:`Program` of a network (a Program is returned as is)."""
-    return net if isinstance(net, Program) else net.lower()
+    """The :class:`Program` of a network (a Program is returned as is), with every piecewise-linear
+    activation in its exact ReLU form (:func:`relu_form`), the form every engine runs."""
+    return relu_form(net if isinstance(net, Program) else net.lower())
 
 
 def check_domain(net, lo, hi) -> None:

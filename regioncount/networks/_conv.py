@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._ops import Affine, GroupMax, Program, ReLU, Residual, as_f64, walk_widths
+from ._ops import Affine, GroupMax, PiecewiseLinear, Program, ReLU, Residual, as_f64, walk_widths
 
 
 def _pair(v: Any, name: str) -> tuple[int, int]:
@@ -314,6 +314,8 @@ def lower_layer(layer, shape: tuple) -> tuple[list, tuple]:
     """One layer on an input of per-example ``shape`` -> ``(ops, out_shape)``."""
     if isinstance(layer, ReLU):
         return [ReLU()], shape
+    if isinstance(layer, PiecewiseLinear):  # entrywise: the shape is kept
+        return [layer], shape
     if isinstance(layer, Conv2d):
         op, out = conv2d_affine(
             layer.weight,

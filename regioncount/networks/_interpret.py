@@ -30,7 +30,7 @@ from fractions import Fraction
 import numpy as np
 
 from .._predicates import EPS, gamma, underflow_slack
-from ._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, op_code_length, walk_widths
+from ._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, op_code_length, relu_form, walk_widths
 from ._protocol import Kernels
 
 # ----------------------------------------------------------------------------------------------------
@@ -272,6 +272,7 @@ class _Layout:
 
     def __init__(self, program: Program, kernels: Kernels):
         self.ins: list[tuple] = []
+        program = relu_form(program)  # the form every engine runs (codes are its codes)
         widths = {id(op): w for op, w, _ in walk_widths(program)}
         pos = [0, 0]
 

@@ -283,7 +283,142 @@ class Residual(_Facts):
         return width_in
 
 
-Op = Affine | ReLU | GroupMax | Attention | Residual
+@dataclasses.dataclass(frozen=True, eq=False)
+class PiecewiseLinear(_Facts):
+    """A continuous piecewise-linear function of one variable applied entrywise: breakpoints
+    ``b_1 < ... < b_k`` (``k >= 1``), ``k + 1`` slopes, and ``intercept`` (the value at 0 of the first piece's
+    line). ReLU is ``((0,), (0, 1))``, LeakyReLU(a) ``((0,), (a, 1))``, Abs ``((0,), (-1, 1))``, HardTanh
+    ``((lo, hi), (0, 1, 0), lo)``; a user's approximation of GELU or SiLU is its breakpoints and slopes.
+
+    Every engine runs it through its exact ReLU form (:meth:`relu_form`, applied by :func:`relu_form` when a
+    network is lowered): per entry ``x`` the units ``(x - b_i)_+`` (one per breakpoint, a second copy where
+    the previous slope is not zero), ``(b_1 - x)_+`` and the constant ``|b_1|`` where the first slope is not
+    zero, combined by an affine map whose weights are the slopes themselves. Every weight is a float64 as
+    given, so the rational function is the op's exactly; the extra units' lines coincide with ``x = b_1`` or
+    are constant, so the regions are those of the op. The code is the ReLU form's bits (``units`` per entry).
+    """
+
+    breakpoints: tuple
+    slopes: tuple
+    intercept: float = 0.0
+    records = "bits"
+
+    def __post_init__(self):
+        b = tuple(float(v) for v in np.ravel(self.breakpoints))
+        s = tuple(float(v) for v in np.ravel(self.slopes))
+        a = float(self.intercept)
+        if not b or len(s) != len(b) + 1:
+            raise ValueError(f"a piecewise-linear op needs k >= 1 breakpoints and k + 1 slopes, not {len(b)}, {len(s)}")
+        if not all(np.isfinite(v) for v in b + s + (a,)):
+            raise ValueError("a piecewise-linear op needs finite breakpoints, slopes and intercept")
+        if any(x >= y for x, y in zip(b[:-1], b[1:])):
+            raise ValueError(f"breakpoints must increase strictly: {b}")
+        object.__setattr__(self, "breakpoints", b)
+        object.__setattr__(self, "slopes", s)
+        object.__setattr__(self, "intercept", a)
+
+    def _units(self) -> list[tuple[float, float, float]]:
+        """Per entry: the ReLU form's units ``(weight, bias, output weight)`` (pre-activation ``w x + bias``)."""
+        b, s = self.breakpoints, self.slopes
+        units = [(1.0, -b[0], s[1])]
+        for i in range(1, len(b)):
+            units.append((1.0, -b[i], s[i + 1]))
+            if s[i] != 0:
+                units.append((1.0, -b[i], -s[i]))
+        if s[0] != 0:
+            units.append((-1.0, b[0], -s[0]))
+            if b[0] != 0:
+                units.append((0.0, abs(b[0]), s[0] if b[0] > 0 else -s[0]))
+        return units
+
+    @property
+    def units(self) -> int:
+        """ReLU units per entry in the ReLU form (code entries per entry)."""
+        return len(self._units())
+
+    def code_length(self, width_in: int, tokens: int) -> int:
+        return tokens * width_in * self.units
+
+    def digit_max(self, tokens: int) -> int:
+        return 1
+
+    def piece(self, x) -> np.ndarray:
+        """The index of the piece of each entry of ``x`` (the number of breakpoints below it)."""
+        return np.sum(np.asarray(x, dtype=np.float64)[..., None] > np.asarray(self.breakpoints), axis=-1)
+
+    def __call__(self, x) -> np.ndarray:
+        """The function on a float array (NumPy, per piece)."""
+        x = np.asarray(x, dtype=np.float64)
+        b, s = np.asarray(self.breakpoints), np.asarray(self.slopes)
+        consts = [self.intercept]
+        for i in range(len(b)):
+            consts.append(consts[-1] + (s[i] - s[i + 1]) * b[i])
+        p = self.piece(x)
+        return s[p] * x + np.asarray(consts)[p]
+
+    def relu_form(self, width: int) -> tuple:
+        """``(Affine, ReLU, Affine)`` computing this op exactly on ``width`` entries (class docstring)."""
+        units = self._units()
+        u = len(units)
+        W1 = np.zeros((width * u, width))
+        b1 = np.zeros(width * u)
+        W2 = np.zeros((width, width * u))
+        for j in range(width):
+            for t, (w, c, o) in enumerate(units):
+                W1[j * u + t, j] = w
+                b1[j * u + t] = c
+                W2[j, j * u + t] = o
+        return Affine(W1, b1), ReLU(), Affine(W2, np.full(width, self.intercept))
+
+
+def leaky_relu(a: float = 0.01) -> PiecewiseLinear:
+    """LeakyReLU / PReLU with one slope ``a`` for negative inputs."""
+    return PiecewiseLinear((0.0,), (a, 1.0))
+
+
+def abs_op() -> PiecewiseLinear:
+    """``|x|`` entrywise."""
+    return PiecewiseLinear((0.0,), (-1.0, 1.0))
+
+
+def hardtanh(lo: float = -1.0, hi: float = 1.0) -> PiecewiseLinear:
+    """``clamp(x, lo, hi)`` entrywise."""
+    return PiecewiseLinear((lo, hi), (0.0, 1.0, 0.0), lo)
+
+
+def parse_activation(name: str) -> ReLU | PiecewiseLinear:
+    """An activation by name: ``relu``, ``leaky_relu[:a]`` (default a = 0.01), ``abs``, ``hardtanh[:lo,hi]``
+    (default -1,1); ``ValueError`` for anything else."""
+    base, _, arg = name.strip().lower().partition(":")
+    try:
+        vals = [float(v) for v in arg.split(",")] if arg else []
+    except ValueError:
+        raise ValueError(f"activation {name!r}: the parameters after ':' must be numbers") from None
+    if base == "relu" and not vals:
+        return ReLU()
+    if base == "leaky_relu" and len(vals) <= 1:
+        return leaky_relu(*vals)
+    if base == "abs" and not vals:
+        return abs_op()
+    if base == "hardtanh" and len(vals) in (0, 2):
+        return hardtanh(*vals)
+    raise ValueError(f"unknown activation {name!r}: use relu, leaky_relu[:a], abs or hardtanh[:lo,hi]")
+
+
+def with_activation(net, act) -> Program:
+    """The program of ``net`` with every ReLU op replaced by ``act`` (for state dicts, which do not record
+    their activations)."""
+    program = net if isinstance(net, Program) else net.lower()
+
+    def swap(ops):
+        return tuple(
+            act if isinstance(op, ReLU) else Residual(swap(op.body)) if isinstance(op, Residual) else op for op in ops
+        )
+
+    return Program(program.tokens, program.input_dim, swap(program.ops), program.out_token, program.valid_box)
+
+
+Op = Affine | ReLU | GroupMax | Attention | Residual | PiecewiseLinear
 
 _pytree(Affine, ("W", "b"), ())
 _pytree(ReLU, (), ())
@@ -291,6 +426,7 @@ _pytree(GroupMax, (), ("k",))
 # inv_temperature is data, not static: a sweep over lambda reuses one compiled forward pass
 _pytree(Attention, ("Wq", "Wk", "Wv", "Wo", "inv_temperature"), ("sigma", "causal", "scale_by_T"))
 _pytree(Residual, ("body",), ())
+_pytree(PiecewiseLinear, (), ("breakpoints", "slopes", "intercept"))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -325,6 +461,33 @@ class Program:
 
 
 _pytree(Program, ("ops",), ("tokens", "input_dim", "out_token", "valid_box"))
+
+
+def relu_form(program: Program) -> Program:
+    """``program`` with every :class:`PiecewiseLinear` replaced by its exact ReLU form (the same object when it
+    holds none): the form every engine and interpreter runs."""
+
+    def has(ops) -> bool:
+        return any(isinstance(op, PiecewiseLinear) or (isinstance(op, Residual) and has(op.body)) for op in ops)
+
+    if not has(program.ops):
+        return program
+
+    def rewrite(ops, width: int):
+        out: list = []
+        for op in ops:
+            if isinstance(op, Residual):
+                body, _ = rewrite(op.body, width)
+                out.append(Residual(tuple(body)))
+            elif isinstance(op, PiecewiseLinear):
+                out += list(op.relu_form(width))
+            else:
+                out.append(op)
+                width = op.width_out(width)
+        return out, width
+
+    ops, _ = rewrite(program.ops, program.input_dim)
+    return Program(program.tokens, program.input_dim, tuple(ops), program.out_token, program.valid_box)
 
 
 def walk_widths(program: Program) -> list[tuple[Op, int, int]]:

@@ -249,7 +249,9 @@ class Kernels:
         if any(SUPPORT[engine].get(k, Refusal(RegionCountError, "")) is not None for k in structural):
             raise ValueError(f"structural keys {structural} must be keys the {engine} engine supports")
         self.engine = engine
-        self.structural = tuple(structural)
+        # a piecewise-linear activation never reaches a kernel: lowering (``networks.lower``) and the
+        # interpreter replace it by its exact ReLU form (``_ops.relu_form``), which every engine runs
+        self.structural = tuple(structural) + ("piecewiselinear",)
         self.table: dict[str, Callable] = {}
 
     def register(self, *keys: str) -> Callable[[Callable], Callable]:

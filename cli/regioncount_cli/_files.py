@@ -93,7 +93,18 @@ def signals_held():
     try:
         yield
     finally:
+        global received
         _held_depth -= 1
+        if not _held_depth and _held_signal is None:
+            # a signal held back by the mask is taken here, while still masked, and raised from this line: left
+            # to the handler it would fire at some later bytecode, perhaps inside the caller's cleanup
+            pending = signal.sigpending() & set(_HELD)
+            if pending and signal.getsignal(next(iter(pending))) is _raise_interrupted:
+                info = signal.sigtimedwait(_HELD, 0)
+                while signal.sigtimedwait(_HELD, 0) is not None:  # and any other of them, at most once each
+                    pass
+                if info is not None:
+                    _held_signal = received = info.si_signo
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
         if not _held_depth and _held_signal is not None:
             signum, _held_signal = _held_signal, None

@@ -85,7 +85,9 @@ def x64():
 
     enable = getattr(jax, "enable_x64", None)
     if enable is None:  # JAX before 0.5 kept the context in jax.experimental
-        from jax.experimental import enable_x64 as enable
+        import jax.experimental as jex
+
+        enable = jex.enable_x64  # type: ignore[attr-defined]  # absent from newer JAX's stubs
     return enable(True)
 
 

@@ -267,7 +267,7 @@ class _OnnxReader:
             raise ModelFileError(f"{path}: the first input axis must be the batch axis (symbolic or 1), got {shape[0]}")
         if any(s is None or s < 1 for s in shape[1:]):
             raise ModelFileError(f"{path}: the input shape {shape} is not fully known (only the batch axis may vary)")
-        self.input_shape = tuple(int(s) for s in shape[1:])
+        self.input_shape = tuple(int(s) for s in shape[1:] if s is not None)
         self.input_dim = math.prod(self.input_shape)
         self.vals: dict[str, _Val | np.ndarray] = {inputs[0].name: _Val((), self.input_shape)}
         self.graph = g

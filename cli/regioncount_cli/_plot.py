@@ -297,11 +297,11 @@ def plot(
         if need_exact:  # refuse before drawing anything; the figure then draws this partition, not a new one
             from regioncount import RegionSource, exact_partition
 
-            part, why = exact_partition(net, dom, max_regions=max_regions)
+            part, why_not = exact_partition(net, dom, max_regions=max_regions)
             if part is None:
                 raise RegionCountError(
                     "--stats, --graph and --graphml need the exact partition, and this one can only be sampled "
-                    f"({_no_method_advice(why or '')})"
+                    f"({_no_method_advice(why_not or '')})"
                 )
             source = RegionSource(net, dom, partition=part)
         fig, info = figure_regions(
@@ -317,7 +317,7 @@ def plot(
             source=source,
         )
         files = {out: figure_bytes(fig, fmt, dpi)}
-        if need_exact:
+        if part is not None:
             if stats is not None:
                 f, info["stats"] = figure_region_stats(part)
                 files[stats] = figure_bytes(f, extra_fmt["stats"], dpi)

@@ -361,15 +361,15 @@ class _ExactEngine:
             for t in traps:
                 t.base = (*t.base, t.M)
             traps, aff2 = self.run(op.body, traps, True)
-            cache: dict = {}
+            sums: dict = {}
             for t in traps:
                 base = t.base[-1]
                 t.base = t.base[:-1]
                 if aff2:
-                    k = (id(base), id(t.M))
-                    if k not in cache:
-                        cache[k] = base + t.M
-                    t.M = cache[k]
+                    pair = (id(base), id(t.M))
+                    if pair not in sums:
+                        sums[pair] = base + t.M
+                    t.M = sums[pair]
             return traps, aff2
         if isinstance(op, ReLU):
             self._need(affine, "a ReLU")

@@ -91,9 +91,9 @@ def conv2d_affine(weight, bias, in_shape, *, stride=1, padding=0, dilation=1, gr
             for j in range(kw):
                 iw = ow * sw - pl + j * dw
                 okw = (iw >= 0) & (iw < Wd)
-                a, b = np.ix_(oh[okh], ow[okw])
+                rows, cols = np.ix_(oh[okh], ow[okw])
                 for ci in range(Cg):
-                    M[co, a, b, c0 + ci, ih[okh][:, None], iw[okw][None, :]] += Wt[co, ci, i, j]
+                    M[co, rows, cols, c0 + ci, ih[okh][:, None], iw[okw][None, :]] += Wt[co, ci, i, j]
     b = np.zeros(Co) if bias is None else np.asarray(bias, dtype=np.float64).reshape(Co)
     out = (Co, Ho, Wo)
     return Affine(as_f64(M.reshape(Co * Ho * Wo, C * H * Wd)), as_f64(np.repeat(b, Ho * Wo))), out

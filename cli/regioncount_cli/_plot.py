@@ -10,8 +10,19 @@ import typer
 from regioncount import Box, DomainError, RegionCountError, Segment, load_network
 
 from . import _validate as checks
-from ._common import Dir1Opt, Dir2Opt, ModelArg, OriginOpt, dump_json, fail, guarded, parse_vector, slice_from_options
-from ._data import ThroughOpt, through_slice, vector_arg
+from ._common import (
+    Dir1Opt,
+    Dir2Opt,
+    ModelArg,
+    OriginOpt,
+    PlaneBoxOpt,
+    domain_from_options,
+    dump_json,
+    fail,
+    guarded,
+    parse_vector,
+)
+from ._data import ThroughOpt
 from ._files import write_files
 from ._validate import MemoryCapOpt, at_least, box_callback, one_of
 
@@ -73,19 +84,6 @@ def _image_format(path: Path, option: str) -> str:
         fail(f"{option}: {e}", 2)
 
 
-def _plane_domain(net, lo: float, hi: float, origin, dir1, dir2):
-    sliced = slice_from_options(lo, hi, origin, dir1, dir2)
-    if sliced is not None:
-        return sliced
-    if net.input_dim == 1:
-        raise DomainError("the model takes 1 input: draw its output along a segment with `regioncount plot-line`")
-    if net.input_dim != 2:
-        raise DomainError(
-            f"the model takes {net.input_dim} inputs: give a 2D slice with --origin, --dir1 and --dir2 to draw it"
-        )
-    return Box(lo, hi, 2)
-
-
 def plot(
     model: ModelArg,
     out: Annotated[
@@ -95,14 +93,7 @@ def plot(
             "records the counts and what was drawn."
         ),
     ],
-    box: Annotated[
-        tuple[float, float],
-        typer.Option(
-            metavar="LO HI",
-            callback=box_callback,
-            help="LO HI: draw [LO, HI]^2 (a 2-input model), or [LO, HI]^2 in (u1, u2) for a slice.",
-        ),
-    ] = (-1.0, 1.0),
+    box: PlaneBoxOpt = (-1.0, 1.0),
     origin: OriginOpt = None,
     dir1: Dir1Opt = None,
     dir2: Dir2Opt = None,
@@ -273,20 +264,9 @@ def plot(
                     f"{opt} does not apply here: it draws cross-sections of a model with 3 or more inputs and no "
                     f"slice, and {why}"
                 )
-        points = None
-        if through is not None:
-            if origin is not None or dir1 is not None or dir2 is not None:
-                raise DomainError("give --through or --origin/--dir1/--dir2, not both")
-            dom, points = through_slice(net, through, box[0], box[1])
-        else:
-            dom = _plane_domain(
-                net,
-                box[0],
-                box[1],
-                vector_arg(origin, "--origin", net),
-                vector_arg(dir1, "--dir1", net),
-                vector_arg(dir2, "--dir2", net),
-            )
+        if net.input_dim == 1 and origin is None and dir1 is None and dir2 is None and through is None:
+            raise DomainError("the model takes 1 input: draw its output along a segment with `regioncount plot-line`")
+        dom, points = domain_from_options(net, box, origin, dir1, dir2, through, plane=True)
         if decision:
             from regioncount.plotting import figure_decision
 

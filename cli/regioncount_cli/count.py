@@ -11,9 +11,6 @@ import typer
 from regioncount import (
     METHODS,
     PLANE_BYTES_PER_REGION,
-    Box,
-    DomainError,
-    Segment,
     Slice,
     count_regions,
     is_state_dict,
@@ -31,24 +28,25 @@ from ._cluster import (
     parse_tiles,
 )
 from ._common import (
+    BoxOpt,
     Dir1Opt,
     Dir2Opt,
     JsonFileOpt,
     JsonOpt,
     LazyProgress,
     ModelArg,
+    NoLinearOpt,
     OriginOpt,
     console,
+    domain_from_options,
     dump_json,
     fail,
     guarded,
-    parse_vector,
-    slice_from_options,
 )
-from ._data import DecisionOpt, ThroughOpt, through_slice, vector_arg
+from ._data import DecisionOpt, ThroughOpt
 from ._export import ExportOpt, check_export, export_domain, export_file_bytes
 from ._files import write_files
-from ._validate import MemoryCapOpt, at_least, box_callback, one_of
+from ._validate import MemoryCapOpt, at_least, one_of
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -64,26 +62,6 @@ ActivationOpt = Annotated[
 ]
 
 
-def _domain(net_dim: int, lo: float, hi: float, origin, dir1, dir2, start, end, dirs=None):
-    if lo >= hi:
-        raise DomainError(f"--box takes LO HI with LO below HI, got LO={lo:g}, HI={hi:g}")
-    if start is not None or end is not None:
-        if start is None or end is None:
-            raise DomainError("give both --from and --to for a segment")
-        return Segment(start, end)
-    if dirs:
-        import numpy as np
-
-        from regioncount import AffineSlice
-
-        if origin is None or dir1 is not None or dir2 is not None:
-            raise DomainError("a slice with --dir needs --origin and no --dir1/--dir2")
-        if len({len(d) for d in dirs} | {len(origin)}) != 1:
-            raise DomainError("--origin and every --dir must have the same number of entries")
-        return AffineSlice(origin, np.array(dirs).T, lo, hi)
-    return slice_from_options(lo, hi, origin, dir1, dir2) or Box(lo, hi, net_dim)
-
-
 def count(
     model: ModelArg,
     method: Annotated[
@@ -93,14 +71,7 @@ def count(
             help="exact: exact partition of the box or slice (any dimension: 1D pieces, 2D polygons, polytopes for 3 or more); line: exact pieces along a segment; sample: distinct codes of sampled points, a lower bound.",
         ),
     ] = "exact",
-    box: Annotated[
-        tuple[float, float],
-        typer.Option(
-            metavar="LO HI",
-            callback=box_callback,
-            help="LO HI: the box [LO, HI] in every input coordinate (or in u1, u2 for a slice).",
-        ),
-    ] = (-1.0, 1.0),
+    box: BoxOpt = (-1.0, 1.0),
     grid: Annotated[
         int | None,
         typer.Option(
@@ -142,12 +113,7 @@ def count(
     ] = None,
     json_out: JsonOpt = False,
     out: JsonFileOpt = None,
-    no_linear: Annotated[
-        bool,
-        typer.Option(
-            "--no-linear", metavar="", help="Skip linear regions (merging neighbours with equal affine maps)."
-        ),
-    ] = False,
+    no_linear: NoLinearOpt = False,
     per_layer: Annotated[
         bool,
         typer.Option(
@@ -246,22 +212,7 @@ def count(
                 )
             res["whole_plane"] = {"box": [-wp.half_width, wp.half_width], "rounds": list(wp.rounds)}
             return res
-        if through is not None:
-            if origin is not None or dir1 is not None or dir2 is not None:
-                raise DomainError("give --through or --origin/--dir1/--dir2, not both")
-            dom = through_slice(net, through, box[0], box[1])[0]
-        else:
-            dom = _domain(
-                net.input_dim,
-                box[0],
-                box[1],
-                vector_arg(origin, "--origin", net),
-                vector_arg(dir1, "--dir1", net),
-                vector_arg(dir2, "--dir2", net),
-                parse_vector(start, "--from"),
-                parse_vector(end, "--to"),
-                [parse_vector(d, "--dir") for d in dirs or []],
-            )
+        dom = domain_from_options(net, box, origin, dir1, dir2, through, start=start, end=end, dirs=dirs)[0]
         if export is not None:
             export_domain(dom)
         if decision:

@@ -11,20 +11,22 @@ import typer
 from . import _validate as checks
 from ._cluster import SchedulerOpt, WorkersOpt, cluster
 from ._common import (
+    BoxOpt,
     Dir1Opt,
     Dir2Opt,
     JsonOpt,
     LazyProgress,
+    NoLinearOpt,
     OriginOpt,
     console,
+    domain_from_options,
     dump_json,
     fail,
     guarded,
     parse_vector,
-    slice_from_options,
 )
 from ._files import write_files
-from ._validate import MemoryCapOpt, at_least, box_callback, finite, one_of
+from ._validate import MemoryCapOpt, at_least, finite, one_of
 
 
 def track(
@@ -45,14 +47,7 @@ def track(
             "bound). The same as count's --method.",
         ),
     ] = "exact",
-    box: Annotated[
-        tuple[float, float],
-        typer.Option(
-            metavar="LO HI",
-            callback=box_callback,
-            help="LO HI: the box [LO, HI] in every input coordinate (or in u1, u2 for a slice).",
-        ),
-    ] = (-1.0, 1.0),
+    box: BoxOpt = (-1.0, 1.0),
     origin: OriginOpt = None,
     dir1: Dir1Opt = None,
     dir2: Dir2Opt = None,
@@ -104,10 +99,7 @@ def track(
             "domain or a 3D box).",
         ),
     ] = False,
-    no_linear: Annotated[
-        bool,
-        typer.Option("--no-linear", metavar="", help="Skip linear regions (merging neighbours with equal maps)."),
-    ] = False,
+    no_linear: NoLinearOpt = False,
     fresh: Annotated[
         bool,
         typer.Option(
@@ -158,19 +150,7 @@ def track(
 
         files = checkpoint_files(checkpoints)
         net0 = load_network(files[0])
-        from ._data import vector_arg
-
-        dom: Any = slice_from_options(
-            box[0],
-            box[1],
-            vector_arg(origin, "--origin", net0),
-            vector_arg(dir1, "--dir1", net0),
-            vector_arg(dir2, "--dir2", net0),
-        )
-        if dom is None:
-            from regioncount import Box
-
-            dom = Box(box[0], box[1], net0.input_dim)
+        dom = domain_from_options(net0, box, origin, dir1, dir2)[0]
         P = None
         local: dict[str, Any] = {"seed": local_seed, "method": local_method}
         if points is not None:

@@ -8,25 +8,23 @@ from typing import Annotated
 
 import typer
 
-from regioncount import Box, DomainError, load_network
+from regioncount import load_network
 
 from . import _validate as checks
-from ._common import Dir1Opt, Dir2Opt, LazyProgress, ModelArg, OriginOpt, dump_json, guarded, slice_from_options
-from ._data import ThroughOpt, through_slice, vector_arg
+from ._common import (
+    Dir1Opt,
+    Dir2Opt,
+    LazyProgress,
+    ModelArg,
+    OriginOpt,
+    PlaneBoxOpt,
+    domain_from_options,
+    dump_json,
+    guarded,
+)
+from ._data import ThroughOpt
 from ._files import write_files
-from ._validate import MemoryCapOpt, at_least, box_callback, one_of
-
-
-def _domain(net, lo: float, hi: float, origin, dir1, dir2):
-    sliced = slice_from_options(lo, hi, origin, dir1, dir2)
-    if sliced is not None:
-        return sliced
-    if net.input_dim != 2:
-        raise DomainError(
-            f"the model takes {net.input_dim} input{'s' if net.input_dim != 1 else ''}: give a 2D slice with --origin, "
-            "--dir1 and --dir2 (or --through)"
-        )
-    return Box(lo, hi, 2)
+from ._validate import MemoryCapOpt, at_least, one_of
 
 
 def _check_files(model: Path, out: Path) -> Path:
@@ -61,14 +59,7 @@ def view(
             "records the counts it shows."
         ),
     ],
-    box: Annotated[
-        tuple[float, float],
-        typer.Option(
-            metavar="LO HI",
-            callback=box_callback,
-            help="LO HI: the box [LO, HI]^2 (a 2-input model), or [LO, HI]^2 in (u1, u2) for a slice.",
-        ),
-    ] = (-1.0, 1.0),
+    box: PlaneBoxOpt = (-1.0, 1.0),
     origin: OriginOpt = None,
     dir1: Dir1Opt = None,
     dir2: Dir2Opt = None,
@@ -129,19 +120,7 @@ def view(
         from regioncount.plotting import atlas_html
 
         net = load_network(model)
-        if through is not None:
-            if origin is not None or dir1 is not None or dir2 is not None:
-                raise DomainError("give --through or --origin/--dir1/--dir2, not both")
-            dom = through_slice(net, through, box[0], box[1])[0]
-        else:
-            dom = _domain(
-                net,
-                box[0],
-                box[1],
-                vector_arg(origin, "--origin", net),
-                vector_arg(dir1, "--dir1", net),
-                vector_arg(dir2, "--dir2", net),
-            )
+        dom = domain_from_options(net, box, origin, dir1, dir2, through, plane=True)[0]
         with LazyProgress("partitioning (exact), then the atlas") as bar:
             atlas = atlas_data(
                 net, dom, decision=decision, layers=layers, levels=levels, max_regions=max_regions, progress=bar

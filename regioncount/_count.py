@@ -4,9 +4,12 @@ op support table (``engines/_protocol.py`` ``SUPPORT``) before any work, runs it
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ParamSpec
 
 import numpy as np
 
@@ -20,6 +23,8 @@ from .networks import Attention, is_piecewise_linear, lower, walk_widths
 
 if TYPE_CHECKING:
     from .results._protocol import CountRecord
+
+_P = ParamSpec("_P")
 
 #: Dimensions beyond which the space engine is not tried (vertices and facets grow too fast).
 MAX_SPACE_DIM = 8
@@ -163,80 +168,6 @@ def choose_engine(net, domain, method: Method | str = Method.EXACT, *, tiles=Non
     if refusal is not None:
         refusal.raise_()
     return engine, domain
-
-
-def count_regions(
-    net,
-    domain,
-    *,
-    method: Method | str = Method.EXACT,
-    grid: int | None = None,
-    samples: int | None = None,
-    seed: int = 0,
-    memory_cap: int | None = None,
-    max_regions: int | None = None,
-    progress=None,
-    certify: bool = False,
-    linear: bool = True,
-    tiles=None,
-    client=None,
-    shards=None,
-) -> dict:
-    """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict: the
-    :meth:`~regioncount.results.CountRecord.as_dict` of :func:`count_record`, which takes the same arguments.
-
-    ``method="sample"``: distinct codes on a grid or random points (a lower bound; adds ``samples``, ``f1``,
-    ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
-    :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, the
-    exact space partition for a box of dimension >= 3 or an :class:`AffineSlice` (adds ``dimension`` and
-    ``exact_decisions``, the vertex signs decided in rational arithmetic), or the line engine on a 1D box /
-    segment; ``max_regions`` caps an exact partition below what ``memory_cap`` allows. Always present:
-    ``regions``, ``linear_regions`` (None where not computed), ``method``, ``exact``, ``seconds``, ``kind``,
-    ``domain`` (the domain given, as its ``as_dict()``).
-    An exact 2D count adds ``predicates`` (vertex sign tests), ``exact_predicates`` (those decided in exact
-    rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
-    floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
-    (see :func:`regioncount.certify`), and a failed check raises :class:`CertificateError`.
-    ``linear=False`` skips linear regions (``linear_regions`` is then None): on an exact 2D partition they cost
-    about as much as the partition.
-
-    ``tiles`` (exact 2D only): N or ``(rows, cols)``; the domain is split into that many rectangles, each
-    partitioned on its own (the memory cap then bounds one tile), and the cells continuing across borders
-    merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
-    runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
-    folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
-
-    Examples
-    --------
-    Eight ReLU units of one hidden layer cut the square along eight lines; a sampled count is a lower bound:
-
-    >>> import regioncount as rc
-    >>> net = rc.random_mlp(2, (8,), seed=0)
-    >>> res = rc.count_regions(net, rc.Box(-2, 2, 2))
-    >>> res["regions"] <= 1 + 8 + 8 * 7 // 2, res["exact"], res["method"]
-    (True, True, 'exact')
-    >>> res["regions"] == rc.partition_plane(net, rc.Box(-2, 2, 2)).n_regions
-    True
-    >>> low = rc.count_regions(net, rc.Box(-2, 2, 2), method="sample", grid=200)
-    >>> low["regions"] <= res["regions"], low["exact"]
-    (True, False)
-    """
-    return count_record(
-        net,
-        domain,
-        method=method,
-        grid=grid,
-        samples=samples,
-        seed=seed,
-        memory_cap=memory_cap,
-        max_regions=max_regions,
-        progress=progress,
-        certify=certify,
-        linear=linear,
-        tiles=tiles,
-        client=client,
-        shards=shards,
-    ).as_dict()
 
 
 def count_record(
@@ -406,6 +337,69 @@ def count_record(
         details["certificate"] = _passed(certify_cells(cells, net))
     lin = cells.linear_regions() if linear else None
     return record(cells, cells.regions, lin, cells.exact, details)
+
+
+def _as_dict(count: Callable[_P, CountRecord], name: str, doc: str) -> Callable[_P, dict]:
+    """``count`` with its signature (one parameter list for both entry points), returning the record's
+    ``as_dict()``; named ``name`` with docstring ``doc``, and arguments that do not fit refused in its name."""
+    signature = inspect.signature(count)
+
+    @functools.wraps(count)
+    def as_dict(*args: _P.args, **kwargs: _P.kwargs) -> dict:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{name}(): {e}") from None
+        return count(*args, **kwargs).as_dict()
+
+    as_dict.__name__ = as_dict.__qualname__ = name
+    as_dict.__doc__ = doc
+    as_dict.__signature__ = signature.replace(return_annotation=dict)  # type: ignore[attr-defined]
+    return as_dict
+
+
+_COUNT_REGIONS_DOC = """Count the regions of ``net`` on ``domain`` with ``method`` and return a JSON-ready dict: the
+    :meth:`~regioncount.results.CountRecord.as_dict` of :func:`count_record`, which takes the same arguments.
+
+    ``method="sample"``: distinct codes on a grid or random points (a lower bound; adds ``samples``, ``f1``,
+    ``f2``, ``chao1``, ``coverage``, ``unseen_mass``). ``method="line"``: exact pieces along a
+    :class:`Segment`. ``method="exact"``: the exact plane partition for a 2D box or :class:`Slice`, the
+    exact space partition for a box of dimension >= 3 or an :class:`AffineSlice` (adds ``dimension`` and
+    ``exact_decisions``, the vertex signs decided in rational arithmetic), or the line engine on a 1D box /
+    segment; ``max_regions`` caps an exact partition below what ``memory_cap`` allows. Always present:
+    ``regions``, ``linear_regions`` (None where not computed), ``method``, ``exact``, ``seconds``, ``kind``,
+    ``domain`` (the domain given, as its ``as_dict()``).
+    An exact 2D count adds ``predicates`` (vertex sign tests), ``exact_predicates`` (those decided in exact
+    rational arithmetic), ``assumed_identities`` (attention ties or straight boundaries taken from equal
+    floats; ``exact`` is false unless 0) and ``smallest_area``; with ``certify=True`` also ``certificate``
+    (see :func:`regioncount.certify`), and a failed check raises :class:`CertificateError`.
+    ``linear=False`` skips linear regions (``linear_regions`` is then None): on an exact 2D partition they cost
+    about as much as the partition.
+
+    ``tiles`` (exact 2D only): N or ``(rows, cols)``; the domain is split into that many rectangles, each
+    partitioned on its own (the memory cap then bounds one tile), and the cells continuing across borders
+    merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
+    runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
+    folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
+
+    Examples
+    --------
+    Eight ReLU units of one hidden layer cut the square along eight lines; a sampled count is a lower bound:
+
+    >>> import regioncount as rc
+    >>> net = rc.random_mlp(2, (8,), seed=0)
+    >>> res = rc.count_regions(net, rc.Box(-2, 2, 2))
+    >>> res["regions"] <= 1 + 8 + 8 * 7 // 2, res["exact"], res["method"]
+    (True, True, 'exact')
+    >>> res["regions"] == rc.partition_plane(net, rc.Box(-2, 2, 2)).n_regions
+    True
+    >>> low = rc.count_regions(net, rc.Box(-2, 2, 2), method="sample", grid=200)
+    >>> low["regions"] <= res["regions"], low["exact"]
+    (True, False)
+    """
+
+#: Count the regions of ``net`` on ``domain``: :func:`count_record`'s arguments, its record as a JSON-ready dict.
+count_regions = _as_dict(count_record, "count_regions", _COUNT_REGIONS_DOC)
 
 
 def as_json_ready(obj):

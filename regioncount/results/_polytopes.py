@@ -167,10 +167,13 @@ class Polytopes:
             out[r] = _face_volume(X, bits, np.arange(hi - lo), self.k) * np.prod(self._h)
         return out
 
-    def _volumes_3d(self) -> np.ndarray:
-        """Sum over facets of (1/3) height x polygon area, in normalised coordinates, all regions at once.
-        A slot whose plane holds three or more vertices of a 3-polytope holds a facet; slots with the same
-        vertex set (duplicate planes) count once."""
+    def _facets_3d(self):
+        """Every facet of every region of a 3-polytope partition, in normalised coordinates, all at once: a
+        slot whose plane holds three or more vertices holds a facet; slots with the same vertex set (duplicate
+        planes) count once. Returns ``(r, s, X, on, nrm, n, cf, e1, e2, a, b, o)``: region and slot ``(n,)``,
+        vertices ``(n, M, 3)`` with their mask ``on``, the plane's normal length and unit normal, the facet's
+        centroid, an orthonormal basis ``(e1, e2)`` of its plane, the vertices' coordinates ``(a, b)`` in it
+        and the order ``o (n, M)`` that goes round the centroid (masked vertices last)."""
         r, s = np.nonzero(self.facet_ids >= 0)
         X, on = self._facet_vertices(r, s)
         big = on.sum(axis=1) >= 3
@@ -191,6 +194,12 @@ class Polytopes:
         a, b = np.einsum("nmk,nk->nm", Y, e1), np.einsum("nmk,nk->nm", Y, e2)
         ang = np.where(on, np.arctan2(b, a), np.inf)
         o = np.argsort(ang, axis=1)
+        return r, s, X, on, nrm, n, cf, e1, e2, a, b, o
+
+    def _volumes_3d(self) -> np.ndarray:
+        """Sum over facets (:meth:`_facets_3d`) of (1/3) height x polygon area, in normalised coordinates,
+        all regions at once."""
+        r, s, _, on, nrm, _, _, _, _, a, b, o = self._facets_3d()
         a, b, ok = (np.take_along_axis(z, o, axis=1) for z in (a, b, on))
         a = np.where(ok, a, a[:, :1])
         b = np.where(ok, b, b[:, :1])

@@ -331,30 +331,13 @@ def _topology_3d(poly, cls: np.ndarray) -> Topology:
 
 def _facets_3d(poly):
     """Every facet of every cell, in normalised coordinates: ``(region, hyperplane id, side, loop (m, 3), centroid,
-    unit normal, e1, e2)``, each loop ordered around its centroid in the plane's basis ``(e1, e2)``. Slots whose
-    plane holds fewer than 3 vertices hold no facet; slots with the same vertex set count once (vectorised as
-    :meth:`Polytopes.volumes` is)."""
-    r, s = np.nonzero(poly.facet_ids >= 0)
-    X, on = poly._facet_vertices(r, s)
-    big = on.sum(axis=1) >= 3
-    r, s, X, on = r[big], s[big], X[big], on[big]
-    key = np.concatenate([r[:, None].view(np.uint8).reshape(r.size, -1), np.packbits(on, axis=1)], axis=1)
-    _, first = np.unique(key, axis=0, return_index=True)
-    first = np.sort(first)
-    r, s, X, on = r[first], s[first], X[first], on[first]
-    w = poly._planes_normalised(r)[np.arange(r.size), s]
-    n = w[:, :3] / np.linalg.norm(w[:, :3], axis=1, keepdims=True)
+    unit normal, e1, e2)``, each loop ordered around its centroid in the plane's basis ``(e1, e2)``: the facets
+    of :meth:`Polytopes._facets_3d` (the ones its volumes sum over), in slot order."""
+    r, s, X, on, _, n, cf, e1, e2, _, _, order = poly._facets_3d()
     cnt = on.sum(axis=1)
-    cf = np.where(on[..., None], X, 0.0).sum(axis=1) / cnt[:, None]
-    e1 = np.cross(n, np.where(np.abs(n[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]]))
-    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-    e2 = np.cross(n, e1)
-    Y = X - cf[:, None]
-    ang = np.where(on, np.arctan2(np.einsum("nmk,nk->nm", Y, e2), np.einsum("nmk,nk->nm", Y, e1)), np.inf)
-    order = np.argsort(ang, axis=1)
     f = poly.facet_ids[r, s]
     out = []
-    for t in range(r.size):
+    for t in np.argsort(np.ravel_multi_index((r, s), poly.facet_ids.shape), kind="stable"):
         loop = X[t][order[t][: cnt[t]]]
         out.append((int(r[t]), int(f[t]) // 2, int(f[t]) % 2, loop, cf[t], n[t], e1[t], e2[t]))
     return out

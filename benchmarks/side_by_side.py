@@ -12,8 +12,9 @@ reproduce). Each measurement is its own fresh process, one after the other:
   warm-up call on a small network of the same input dimension (lazy imports, not this network's caches);
 - ``es library``: ``edge_subdivision`` alone, in-process (NumPy only), after the same warm-up.
 
-CPU seconds of a process are its user + system time from ``resource.getrusage(RUSAGE_CHILDREN)``; in-process
-they are ``time.process_time``. Ratios are edge subdivision's CPU seconds over regioncount's (above 1:
+CPU seconds of a process are its user + system time as the parent's children's times (``os.times``: the
+``getrusage(RUSAGE_CHILDREN)`` figures, in clock ticks of 10 ms); in-process they are ``time.process_time``.
+Ratios are edge subdivision's CPU seconds over regioncount's (above 1:
 regioncount is faster). The load average is recorded with every row: on a shared machine wall time moves
 with it, CPU time much less.
 
@@ -25,15 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 from _machine import ROOT, child_env, load_average, machine, write_json
+from peers import _fmt, _run  # _run: a fresh process timed from outside (its JSON, wall, children's CPU s)
 
 DATA = ROOT.parent / "shared" / "data"
 HERE = Path(__file__).resolve().parent
@@ -79,32 +78,6 @@ rng = np.random.default_rng(99)
 edge_subdivision([rng.uniform(-1, 1, (4, q)), rng.uniform(-1, 1, (4, 4))], [np.zeros(4)] * 2, [-1.0] * q, [1.0] * q)
 print(json.dumps(timed(weights, biases, [-r] * q, [r] * q)))
 """
-
-
-def _children_cpu() -> float:
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return u.ru_utime + u.ru_stime
-
-
-def _run(cmd: list[str], env: dict, timeout: float) -> dict:
-    """Run ``cmd`` in a fresh process; its stdout is one JSON object (regioncount's, indented, or the library
-    scripts' last line). Adds ``process_wall`` and ``process_cpu`` (the child's user + system seconds)."""
-    c0, t0 = _children_cpu(), time.perf_counter()
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
-    if res.returncode != 0:
-        tail = (res.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"error": f"exit {res.returncode}: {tail}"}
-    text = res.stdout.strip()
-    try:
-        out = json.loads(text)
-    except json.JSONDecodeError:
-        out = json.loads(text.splitlines()[-1])
-    out.update(process_wall=wall, process_cpu=cpu)
-    return out
 
 
 def model_file(name: str, q: int, widths, seed: int, shared: str | None, folder: Path) -> Path:
@@ -161,18 +134,6 @@ def measure(name, q, widths, seed, r, shared, folder: Path, timeout: float, line
         row["unexpected"] = f"expected {EXPECTED[name]} regions"
     row["load_after"] = load_average()
     return row
-
-
-def _fmt(x, nd=3) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, float):
-        return f"{x:.{nd}f}" if x < 100 else f"{x:,.0f}"
-    if isinstance(x, int):
-        return f"{x:,}"
-    return str(x)
 
 
 def table(rows: list[dict]) -> str:

@@ -1,0 +1,136 @@
+"""The space engine's polytope kernels: the cut of a batch of polytopes by hyperplanes (:func:`_cut`) and the
+bound on a float vertex's distance to its exact vertex (:func:`_vertex_error`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._predicates import _gamma
+from ._store import _CHUNK, _bit, _Poly, _popcount, _unpack
+
+
+def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray, sides=(1, -1)) -> list[_Poly]:
+    """The parts ``side * (w . u + w0) >= 0`` of polytopes ``P`` that the hyperplanes ``w (n, k+2)`` (plane and
+    coefficient error bound) cross (some vertex strictly on each side); ``s, sg (n, M)`` vertex values and
+    exact signs, ``fid (n,)`` the hyperplane's id (``2 id``; the negative side gets ``2 id + 1``).
+
+    A new vertex is made on every edge with strictly opposite end signs: vertices ``a, b`` span an edge
+    when no third vertex lies on all the slots they share. It lies on those slots and on the new one, and
+    gets a bound on its distance to the exact vertex (:func:`_vertex_error`).
+    """
+    n, M, k1 = P.V.shape
+    k = k1 - 1
+    valid = np.arange(M) < P.nv[:, None]
+    pos, neg = (sg > 0) & valid, (sg < 0) & valid
+    slot = P.nf.copy()
+    Fn = int(slot.max(initial=0)) + 1
+    P = P.widened(M, Fn)
+    W = P.inc.shape[2]
+    # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots
+    r, a, b = np.nonzero(pos[:, :, None] & neg[:, None, :])
+    com = P.inc[r, a] & P.inc[r, b]
+    ok = _popcount(com) >= k - 1
+    r, a, b, com = r[ok], a[ok], b[ok], com[ok]
+    edge = np.ones(r.size, bool)
+    step = max(1, _CHUNK // max(1, M * W))
+    for lo in range(0, r.size, step):
+        sl = slice(lo, lo + step)
+        rr, cc = r[sl], com[sl]
+        on = np.all((P.inc[rr] & cc[:, None, :]) == cc[:, None, :], axis=-1) & valid[rr]
+        on[np.arange(rr.size), a[sl]] = False
+        on[np.arange(rr.size), b[sl]] = False
+        edge[sl] = ~on.any(axis=1)
+    r, a, b, com = r[edge], a[edge], b[edge], com[edge]
+    t = s[r, a] / (s[r, a] - s[r, b])
+    # the coordinates only: column k (the vertex error bound, inf where it overflowed) is recomputed below
+    X = P.V[r, a].copy()
+    X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
+    newbit = _bit(slot, W)
+    Xinc = com | newbit[r]
+    planes = P.fpl[r]
+    planes[np.arange(r.size), slot[r]] = w[r]
+    X[:, k] = _vertex_error(X[:, :k], _unpack(Xinc, planes.shape[1]), planes)
+    zero = (sg == 0) & valid
+    inc0 = np.where(zero[:, :, None], P.inc | newbit[:, None, :], P.inc)
+    out = []
+    for side in sides:
+        keep = (sg * side >= 0) & valid
+        kr, kv = np.nonzero(keep)
+        rid = np.concatenate([kr, r])
+        order = np.argsort(rid, kind="stable")
+        rid = rid[order]
+        Vall = np.concatenate([P.V[kr, kv], X])[order]
+        Iall = np.concatenate([inc0[kr, kv], Xinc])[order]
+        cnt = np.bincount(rid, minlength=n)
+        Mo = int(cnt.max(initial=1))
+        pos_in = np.arange(rid.size) - (np.cumsum(cnt) - cnt)[rid]
+        Vo = np.empty((n, Mo, k1))
+        Io = np.zeros((n, Mo, W), np.uint64)
+        Vo[rid, pos_in] = Vall
+        Io[rid, pos_in] = Iall
+        pr, pc = np.nonzero(np.arange(Mo) >= cnt[:, None])
+        Vo[pr, pc] = Vo[pr, 0]
+        Io[pr, pc] = Io[pr, 0]
+        fidn = P.fid.copy()
+        fpln = P.fpl.copy()
+        fidn[np.arange(n), slot] = fid + (side < 0)
+        fpln[np.arange(n), slot, : k + 1] = side * w[:, : k + 1]
+        fpln[np.arange(n), slot, k + 1] = w[:, k + 1]
+        out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1))
+    return out
+
+
+def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray) -> np.ndarray:
+    """A bound on ``|x - x*|_2`` for float vertices ``X (n, k)``, where ``x*`` is the exact vertex: the point on
+    which the exact hyperplanes of the ``tight (n, F)`` slots meet (``planes (n, F, k+2)``: float planes and
+    bounds ``e_i`` on the l1 error of their coefficients). For any ``k`` tight slots with exact normals ``A*``,
+    ``A* (x - x*) = rho`` where ``rho_i`` is the exact plane at ``x``, so ``|x - x*| <= |rho| / sigma_min(A*)``;
+    ``|rho_i| <= |fl(a_i . x + b_i)| + gamma_{k+2} (|a_i| . |x| + |b_i|) + e_i max(1, |x|_inf)`` and
+    ``sigma_min(A*) >= sigma_min(A) - |E|_F``. For k = 3, ``sigma_min(A) >= |det A| / |A|_F^2`` (the product
+    of the singular values is ``|det A|``) with the determinant's rounding bound subtracted; for k >= 4, and
+    where the first ``k`` tight slots are (numerically) dependent, the smallest eigenvalue of ``A^T A`` over
+    all tight slots, less a rounding allowance of ``gamma_(2F+4k+8) |A|_F^2`` for forming and solving it (the
+    allowance is the assumed backward error of LAPACK's symmetric eigensolver, not a proven constant).
+    ``inf`` where no positive lower bound results (then every sign at that vertex is decided exactly)."""
+    n, k = X.shape
+    if n == 0:
+        return np.zeros(0)
+    first = np.argsort(~tight, axis=1, kind="stable")[:, :k]
+    rows = np.take_along_axis(planes, first[..., None], axis=1)  # (n, k, k+2)
+    A, b, e = rows[..., :k], rows[..., k], rows[..., k + 1]
+    big = np.maximum(1.0, np.abs(X).max(axis=1))
+    val = np.einsum("nfk,nk->nf", A, X) + b
+    rho = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(A), np.abs(X)) + np.abs(b)) + e * big[:, None]
+    rho = np.sqrt((rho**2).sum(axis=1)) * (1 + 1e-12)
+    out = np.full(n, np.inf)
+    if k == 3:
+        # the cofactor expansion: a sum of 6 products of 3 factors, off by at most gamma_5 times the sum of
+        # |products| (the permanent of |A|, at most the product of the row sums)
+        det = (
+            A[:, 0, 0] * (A[:, 1, 1] * A[:, 2, 2] - A[:, 1, 2] * A[:, 2, 1])
+            - A[:, 0, 1] * (A[:, 1, 0] * A[:, 2, 2] - A[:, 1, 2] * A[:, 2, 0])
+            + A[:, 0, 2] * (A[:, 1, 0] * A[:, 2, 1] - A[:, 1, 1] * A[:, 2, 0])
+        )
+        det_err = _gamma(5) * np.prod(np.abs(A).sum(axis=2), axis=1)
+        fro = np.sqrt((A**2).sum(axis=(1, 2)))
+        smin = (np.abs(det) - det_err) / np.maximum(fro, 1e-300) ** 2 * (1 - 1e-12)
+        smin -= np.sqrt((e**2).sum(axis=1)) * (1 + 1e-12)
+    else:
+        smin = np.zeros(n)  # k >= 4: always the eigenvalue bound below
+    ok = smin > 0
+    out[ok] = rho[ok] / smin[ok]
+    bad = np.flatnonzero(~ok & ((tight.sum(axis=1) > k) | (k > 3)))
+    if bad.size:
+        Wl = np.where(tight[bad, :, None], planes[bad, :, :k], 0.0)
+        b2 = np.where(tight[bad], planes[bad, :, k], 0.0)
+        e2 = np.where(tight[bad], planes[bad, :, k + 1], 0.0)
+        Xb = X[bad]
+        val = np.einsum("nfk,nk->nf", Wl, Xb) + b2
+        r2 = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(Wl), np.abs(Xb)) + np.abs(b2))
+        r2 = np.sqrt(((r2 + e2 * big[bad, None]) ** 2).sum(axis=1)) * (1 + 1e-12)
+        G = np.einsum("nfi,nfj->nij", Wl, Wl)
+        lam = np.linalg.eigvalsh(G)[:, 0] - _gamma(2 * tight.shape[1] + 4 * k + 8) * (Wl**2).sum(axis=(1, 2))
+        sm = np.sqrt(np.maximum(lam, 0.0)) - np.sqrt((e2**2).sum(axis=1)) * (1 + 1e-12)
+        good = sm > 0
+        out[bad[good]] = r2[good] / sm[good]
+    return out

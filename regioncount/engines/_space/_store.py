@@ -1,0 +1,267 @@
+"""The space engine's padded polytope store: vertices with incidence bitmasks over each region's constraint
+slots, slot ids and planes, enclosing balls and op-start parents (:class:`_Store`), and batches of polytopes in
+the same row layout (:class:`_Poly`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+#: Float64 values a chunked temporary may hold.
+_CHUNK = 1 << 20
+#: Bits per incidence word.
+_WB = 64
+
+
+def _popcount(a: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(a).sum(axis=-1, dtype=np.int64)
+
+
+def _bit(slot: np.ndarray, W: int) -> np.ndarray:
+    """Incidence masks ``(n, W)`` with only bit ``slot`` set."""
+    out = np.zeros((slot.shape[0], W), np.uint64)
+    out[np.arange(slot.shape[0]), slot // _WB] = np.left_shift(np.uint64(1), (slot % _WB).astype(np.uint64))
+    return out
+
+
+class _Store:
+    """Padded polytopes: vertices ``V (cap, M, k)`` (slots from ``nv`` on repeat vertex 0), incidence
+    ``inc (cap, M, W)`` over the region's constraint slots, slot ids ``fid (cap, F)`` (``2 id + side``,
+    -1 empty), slot planes ``fpl (cap, F, k+1)`` (``>= 0`` on the region), slot counts ``nf``, enclosing
+    balls, the op-start parent ``anc`` and per-op columns ``extra``."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.n = 0
+        self.V = np.zeros((0, 1, k + 1))  # coordinates, then a bound on the distance to the exact vertex
+        self.inc = np.zeros((0, 1, 1), np.uint64)
+        self.nv = np.zeros(0, np.int64)
+        self.fid = np.zeros((0, 1), np.int64)
+        self.fpl = np.zeros((0, 1, k + 2))  # plane, then a bound on the l1 error of its coefficients
+        self.nf = np.zeros(0, np.int64)
+        self.cen = np.zeros((0, k))
+        self.rad = np.zeros(0)
+        self.anc = np.zeros(0, np.int64)
+        self.extra: dict[str, np.ndarray] = {}
+        self.cap_check: Callable[[int], None] = lambda n: None
+
+    _ROW = ("V", "inc", "nv", "fid", "fpl", "nf", "cen", "rad", "anc")
+
+    @property
+    def M(self) -> int:
+        return self.V.shape[1]
+
+    @property
+    def F(self) -> int:
+        return self.fid.shape[1]
+
+    @property
+    def W(self) -> int:
+        return self.inc.shape[2]
+
+    def reset_parents(self):
+        self.anc = np.arange(self.V.shape[0])
+        self.extra = {}
+
+    def add_extra(self, name: str, arr: np.ndarray):
+        full = np.zeros((self.V.shape[0],) + arr.shape[1:], arr.dtype)
+        full[: arr.shape[0]] = arr
+        self.extra[name] = full
+
+    def sort_by_parent(self):
+        order = np.argsort(self.anc[: self.n], kind="stable")
+        for name in self._ROW:
+            a = getattr(self, name)
+            a[: self.n] = a[: self.n][order]
+        for a in self.extra.values():
+            a[: self.n] = a[: self.n][order]
+
+    def _shape(self, M: int, F: int):
+        """Widen the vertex and slot axes to at least ``M`` and ``F`` (with slack: every round adds a slot,
+        and :meth:`compact` trims the axes again at the end of each op)."""
+        cap = self.V.shape[0]
+        if M > self.M:
+            M = max(M, self.M + 4)
+            V = np.empty((cap, M, self.k + 1))
+            V[:, : self.M] = self.V
+            V[:, self.M :] = self.V[:, :1]
+            inc = np.zeros((cap, M, self.W), np.uint64)
+            inc[:, : self.M] = self.inc
+            inc[:, self.M :] = self.inc[:, :1]
+            self.V, self.inc = V, inc
+        if F > self.F:
+            F = max(F, self.F + 8)
+        W = -(-F // _WB)
+        if W > self.W:
+            inc = np.zeros(self.inc.shape[:2] + (W,), np.uint64)
+            inc[..., : self.W] = self.inc
+            self.inc = inc
+        if F > self.F:
+            F = max(F, self.F + 8)
+            fid = np.full((cap, F), -1, np.int64)
+            fid[:, : self.F] = self.fid
+            fpl = np.zeros((cap, F, self.k + 2))
+            fpl[:, : self.F] = self.fpl
+            self.fid, self.fpl = fid, fpl
+
+    def write(self, rows, P: _Poly):
+        self._shape(P.V.shape[1], P.fid.shape[1])
+        M, F, W = P.V.shape[1], P.fid.shape[1], P.inc.shape[2]
+        self.V[rows, :M] = P.V
+        self.V[rows, M:] = P.V[:, :1]
+        self.inc[rows, :M, :W] = P.inc
+        self.inc[rows, :M, W:] = 0
+        self.inc[rows, M:] = self.inc[rows, :1]
+        self.nv[rows] = P.nv
+        self.fid[rows, :F] = P.fid
+        self.fid[rows, F:] = -1
+        self.fpl[rows, :F] = P.fpl
+        self.fpl[rows, F:] = 0
+        self.nf[rows] = P.nf
+        self.cen[rows], self.rad[rows] = _balls(P.V, P.nv)
+
+    def append(self, P: _Poly, src_rows) -> np.ndarray:
+        m = P.V.shape[0]
+        need = self.n + m
+        self.cap_check(need)
+        cap = self.V.shape[0]
+        if need > cap:
+            new = max(need, cap + cap // 2, 64)
+            for name in self._ROW:
+                setattr(self, name, _grow(getattr(self, name), new))
+            for key, v in self.extra.items():
+                self.extra[key] = _grow(v, new)
+        rows = np.arange(self.n, need)
+        self.write(rows, P)
+        self.anc[rows] = self.anc[src_rows]
+        for v in self.extra.values():
+            v[rows] = v[src_rows]
+        self.n = need
+        return rows
+
+    def take(self, rows) -> _Poly:
+        return _Poly(self.V[rows], self.inc[rows], self.nv[rows], self.fid[rows], self.fpl[rows], self.nf[rows])
+
+    def compact(self):
+        """Drop constraint slots that lie on fewer than ``k`` vertices (they bound no facet) and shrink the
+        padded axes; keeps memory per region proportional to its actual size."""
+        n, k = self.n, self.k
+        if n == 0:
+            return
+        M = int(self.nv[:n].max())
+        newF = 0
+        step = max(1, _CHUNK // max(1, self.M * self.F))
+        keeps = []
+        for lo in range(0, n, step):
+            sl = slice(lo, min(n, lo + step))
+            bits = _unpack(self.inc[sl], self.F)  # (b, M, F) bool
+            valid = np.arange(self.M) < self.nv[sl, None]
+            cnt = (bits & valid[:, :, None]).sum(axis=1)
+            keep = (cnt >= k) & (self.fid[sl] >= 0)
+            keeps.append(keep)
+            newF = max(newF, int(keep.sum(axis=1).max(initial=0)))
+        F2 = max(newF, 1)
+        W2 = -(-F2 // _WB)
+        inc = np.zeros((self.V.shape[0], M, W2), np.uint64)
+        fid = np.full((self.V.shape[0], F2), -1, np.int64)
+        fpl = np.zeros((self.V.shape[0], F2, k + 2))
+        for keep, lo in zip(keeps, range(0, n, step), strict=True):
+            hi = min(n, lo + step)
+            bits = _unpack(self.inc[lo:hi, :M], self.F)
+            rank = np.cumsum(keep, axis=1) - 1
+            r, s = np.nonzero(keep)
+            nb = np.zeros((hi - lo, M, F2), bool)
+            nb[r, :, rank[r, s]] = bits[r, :, s]
+            inc[lo:hi] = _pack(nb, W2)
+            fid[lo + r, rank[r, s]] = self.fid[lo + r, s]
+            fpl[lo + r, rank[r, s]] = self.fpl[lo + r, s]
+            self.nf[lo:hi] = keep.sum(axis=1)
+        self.V = self.V[:, :M].copy()
+        self.inc, self.fid, self.fpl = inc, fid, fpl
+
+
+def _unpack(inc: np.ndarray, F: int) -> np.ndarray:
+    """Incidence words ``(..., W)`` -> bool ``(..., F)``."""
+    b = np.unpackbits(inc.view(np.uint8).reshape(inc.shape[:-1] + (8 * inc.shape[-1],)), axis=-1, bitorder="little")
+    return b[..., :F].astype(bool)
+
+
+def _pack(bits: np.ndarray, W: int) -> np.ndarray:
+    """Bool ``(..., F)`` -> incidence words ``(..., W)``."""
+    F = bits.shape[-1]
+    pad = np.zeros(bits.shape[:-1] + (W * _WB,), bool)
+    pad[..., :F] = bits
+    return np.packbits(pad, axis=-1, bitorder="little").view(np.uint64).reshape(bits.shape[:-1] + (W,))
+
+
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap,) + a.shape[1:], a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+def _balls(V: np.ndarray, nv: np.ndarray):
+    """Vertex mean ``(n, k)`` (an interior point) and the radius of a ball around it that holds the polytope
+    and its exact vertices (``V (n, M, k+1)``: coordinates and each vertex's error bound)."""
+    M = V.shape[1]
+    X = V[..., :-1]
+    ctr = (X.sum(axis=1) - (M - nv)[:, None] * X[:, 0]) / nv[:, None]
+    rad = np.max(np.sqrt(np.sum((X - ctr[:, None]) ** 2, axis=-1)) + V[..., -1], axis=1)
+    return ctr, rad * (1 + 1e-12)
+
+
+@dataclasses.dataclass
+class _Poly:
+    """A batch of padded polytopes (the store's row layout, without balls and parents)."""
+
+    V: np.ndarray
+    inc: np.ndarray
+    nv: np.ndarray
+    fid: np.ndarray
+    fpl: np.ndarray
+    nf: np.ndarray
+
+    def select(self, m) -> _Poly:
+        return _Poly(self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m])
+
+    def assign(self, m, P: _Poly):
+        self.widen(P.V.shape[1], P.fid.shape[1])
+        P = P.widened(self.V.shape[1], self.fid.shape[1])
+        self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m] = (
+            P.V,
+            P.inc,
+            P.nv,
+            P.fid,
+            P.fpl,
+            P.nf,
+        )
+
+    def widened(self, M: int, F: int) -> _Poly:
+        P = _Poly(self.V, self.inc, self.nv, self.fid, self.fpl, self.nf)
+        P.widen(M, F)
+        return P
+
+    def widen(self, M: int, F: int):
+        n, M0, k = self.V.shape
+        if M > M0:
+            V = np.empty((n, M, k))
+            V[:, :M0] = self.V
+            V[:, M0:] = self.V[:, :1]
+            inc = np.empty((n, M, self.inc.shape[2]), np.uint64)
+            inc[:, :M0] = self.inc
+            inc[:, M0:] = self.inc[:, :1]
+            self.V, self.inc = V, inc
+        W = -(-F // _WB)
+        if W > self.inc.shape[2]:
+            inc = np.zeros(self.inc.shape[:2] + (W,), np.uint64)
+            inc[..., : self.inc.shape[2]] = self.inc
+            self.inc = inc
+        F0 = self.fid.shape[1]
+        if F > F0:
+            fid = np.full((n, F), -1, np.int64)
+            fid[:, :F0] = self.fid
+            fpl = np.zeros((n, F, self.fpl.shape[2]))
+            fpl[:, :F0] = self.fpl
+            self.fid, self.fpl = fid, fpl

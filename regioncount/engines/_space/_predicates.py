@@ -15,7 +15,7 @@ from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, gamma
 from ...networks._ops import GroupMax, Program
 from .._exact import ExactMap, ExactReplay
-from ._store import _Poly, _unpack
+from ._store import _lastmax_abs, _lastsum, _Poly, _unpack
 
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
 SNAP = tol.SPACE_SNAP
@@ -271,8 +271,8 @@ class _Decisions:
         X, verr = P.V[..., :k], P.V[..., k]
         wl, w0, werr = w[:, :k], w[:, k], w[:, k + 1]
         s, rounding = float_values(X, wl, w0)
-        big = np.maximum(1.0, np.abs(X).max(axis=2))
-        tol = (rounding + werr[:, None] * big + (np.sqrt((wl**2).sum(axis=1)) + werr)[:, None] * verr) * (1 + 1e-12)
+        big = np.maximum(1.0, _lastmax_abs(X))
+        tol = (rounding + werr[:, None] * big + (np.sqrt(_lastsum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
         tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
         sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
         valid = np.arange(P.V.shape[1]) < P.nv[:, None]

@@ -10,7 +10,7 @@ import numpy as np
 from ._kernels import KERNELS, _splitter
 from ._polytope import _cut
 from ._predicates import _Family
-from ._store import _CHUNK
+from ._store import _CHUNK, _concat, _size_groups
 
 if TYPE_CHECKING:
     from ._driver import _Engine
@@ -83,19 +83,27 @@ def _relu_round(eng: _Engine, cand, par, w, j, fid):
     near = np.flatnonzero(np.abs(sc) <= reach)
     step = max(1, _CHUNK // max(1, st.M * (k + 1)))
     for lo in range(0, near.size, step):
-        nr = near[lo : lo + step]
-        rows = cand[nr]
-        P = st.take(rows)
-        s, sg = eng.signs(P, par[nr], w[nr], fid[nr])
-        haspos = np.any(sg > 0, axis=1)
-        split = haspos & np.any(sg < 0, axis=1)
-        one[nr[haspos]] = True
-        idx = np.flatnonzero(split)
-        if idx.size:
-            Pp, Pm = _cut(P.select(idx), s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
-            st.write(rows[idx], Pp)
-            # the negative part copies the row's bits before this round sets the positive side's
-            st.append(Pm, rows[idx])
+        chunk = near[lo : lo + step]
+        negs = []
+        for g, Mg in _size_groups(st.nv[cand[chunk]], st.M):
+            nr = chunk[g]
+            rows = cand[nr]
+            P = st.take(rows, Mg)
+            s, sg = eng.signs(P, par[nr], w[nr], fid[nr])
+            haspos = np.any(sg > 0, axis=1)
+            split = haspos & np.any(sg < 0, axis=1)
+            one[nr[haspos]] = True
+            idx = np.flatnonzero(split)
+            if idx.size:
+                Pp, Pm = _cut(P.select(idx), s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
+                st.write(rows[idx], Pp)
+                negs.append((g[idx], Pm, rows[idx]))
+        if negs:
+            # the negative parts are appended in the chunk's order, whatever the groups; each copies its
+            # row's bits before this round sets the positive side's
+            at = np.argsort(np.concatenate([g for g, _, _ in negs]), kind="stable")
+            Pm = _concat([P for _, P, _ in negs])
+            st.append(Pm.select(at) if len(negs) > 1 else Pm, np.concatenate([r for _, _, r in negs])[at])
     on = np.flatnonzero(one)
     jo = j[on]
     st.extra["bits"][cand[on], jo >> 3] |= (1 << (7 - (jo & 7))).astype(np.uint8)

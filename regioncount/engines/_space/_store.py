@@ -128,7 +128,7 @@ class _Store:
         self.cap_check(need)
         cap = self.V.shape[0]
         if need > cap:
-            new = max(need, cap + cap // 2, 64)
+            new = max(need, 2 * cap, 64)
             for name in self._ROW:
                 setattr(self, name, _grow(getattr(self, name), new))
             for key, v in self.extra.items():
@@ -141,8 +141,11 @@ class _Store:
         self.n = need
         return rows
 
-    def take(self, rows) -> _Poly:
-        return _Poly(self.V[rows], self.inc[rows], self.nv[rows], self.fid[rows], self.fpl[rows], self.nf[rows])
+    def take(self, rows, M: int | None = None) -> _Poly:
+        """Rows ``rows`` as a batch, with the vertex axis cut to ``M`` (at least their largest vertex count:
+        the slots beyond it are padding)."""
+        V, inc = (self.V[rows], self.inc[rows]) if M is None else (self.V[rows, :M], self.inc[rows, :M])
+        return _Poly(V, inc, self.nv[rows], self.fid[rows], self.fpl[rows], self.nf[rows])
 
     def compact(self):
         """Drop constraint slots that lie on fewer than ``k`` vertices (they bound no facet) and shrink the
@@ -156,9 +159,9 @@ class _Store:
         keeps = []
         for lo in range(0, n, step):
             sl = slice(lo, min(n, lo + step))
-            bits = _unpack(self.inc[sl], self.F)  # (b, M, F) bool
-            valid = np.arange(self.M) < self.nv[sl, None]
-            cnt = (bits & valid[:, :, None]).sum(axis=1)
+            bits = _unpack8(self.inc[sl], self.F)  # (b, M, F) 0/1
+            bits &= (np.arange(self.M) < self.nv[sl, None]).view(np.uint8)[:, :, None]
+            cnt = bits.sum(axis=1, dtype=np.int32)
             keep = (cnt >= k) & (self.fid[sl] >= 0)
             keeps.append(keep)
             newF = max(newF, int(keep.sum(axis=1).max(initial=0)))
@@ -169,17 +172,21 @@ class _Store:
         fpl = np.zeros((self.V.shape[0], F2, k + 2))
         for keep, lo in zip(keeps, range(0, n, step), strict=True):
             hi = min(n, lo + step)
-            bits = _unpack(self.inc[lo:hi, :M], self.F)
-            rank = np.cumsum(keep, axis=1) - 1
-            r, s = np.nonzero(keep)
-            nb = np.zeros((hi - lo, M, F2), bool)
-            nb[r, :, rank[r, s]] = bits[r, :, s]
-            inc[lo:hi] = _pack(nb, W2)
-            fid[lo + r, rank[r, s]] = self.fid[lo + r, s]
-            fpl[lo + r, rank[r, s]] = self.fpl[lo + r, s]
-            self.nf[lo:hi] = keep.sum(axis=1)
-        self.V = self.V[:, :M].copy()
-        self.inc, self.fid, self.fpl = inc, fid, fpl
+            # the kept slots of each region, first and in their order (stable), then padding
+            nk = keep.sum(axis=1)
+            order = np.argsort(~keep, axis=1, kind="stable")[:, :F2]
+            if order.shape[1] < F2:
+                order = np.concatenate([order, np.zeros((hi - lo, F2 - order.shape[1]), order.dtype)], axis=1)
+            kept = np.arange(F2) < nk[:, None]
+            bits = np.take_along_axis(_unpack8(self.inc[lo:hi, :M], self.F), order[:, None, :], axis=2)
+            bits &= kept.view(np.uint8)[:, None, :]
+            inc[lo:hi] = _pack(bits, W2)
+            fid[lo:hi] = np.where(kept, np.take_along_axis(self.fid[lo:hi], order, axis=1), -1)
+            fpl[lo:hi] = np.where(kept[:, :, None], np.take_along_axis(self.fpl[lo:hi], order[:, :, None], axis=1), 0.0)
+            self.nf[lo:hi] = nk
+        V = np.empty((self.V.shape[0], M, k + 1))
+        V[:n] = self.V[:n, :M]  # rows from n on are unset: the store writes every row it adds
+        self.V, self.inc, self.fid, self.fpl = V, inc, fid, fpl
 
 
 def _unpack(inc: np.ndarray, F: int) -> np.ndarray:
@@ -188,17 +195,44 @@ def _unpack(inc: np.ndarray, F: int) -> np.ndarray:
     return b[..., :F].astype(bool)
 
 
+def _unpack8(inc: np.ndarray, F: int) -> np.ndarray:
+    """Incidence words ``(..., W)`` -> uint8 0/1 ``(..., F)`` (a fresh array)."""
+    b = np.unpackbits(inc.view(np.uint8).reshape(inc.shape[:-1] + (8 * inc.shape[-1],)), axis=-1, bitorder="little")
+    return np.ascontiguousarray(b[..., :F])
+
+
 def _pack(bits: np.ndarray, W: int) -> np.ndarray:
     """Bool ``(..., F)`` -> incidence words ``(..., W)``."""
     F = bits.shape[-1]
-    pad = np.zeros(bits.shape[:-1] + (W * _WB,), bool)
+    pad = np.zeros(bits.shape[:-1] + (W * _WB,), np.uint8)
     pad[..., :F] = bits
     return np.packbits(pad, axis=-1, bitorder="little").view(np.uint64).reshape(bits.shape[:-1] + (W,))
 
 
 def _grow(a: np.ndarray, cap: int) -> np.ndarray:
-    out = np.zeros((cap,) + a.shape[1:], a.dtype)
+    """``a`` with room for ``cap`` rows; the new rows are left unset (the store writes every row it adds)."""
+    out = np.empty((cap,) + a.shape[1:], a.dtype)
     out[: a.shape[0]] = a
+    return out
+
+
+def _lastsum(X: np.ndarray) -> np.ndarray:
+    """``X.sum(axis=-1)`` for a short last axis, column by column: the same sum in the same order (NumPy adds
+    fewer than 8 terms left to right), without a reduction's per-row overhead."""
+    k = X.shape[-1]
+    if k >= 8:
+        return X.sum(axis=-1)
+    out = X[..., 0].copy()
+    for i in range(1, k):
+        out += X[..., i]
+    return out
+
+
+def _lastmax_abs(X: np.ndarray) -> np.ndarray:
+    """``np.abs(X).max(axis=-1)``, column by column (a maximum is exact in any order)."""
+    out = np.abs(X[..., 0])
+    for i in range(1, X.shape[-1]):
+        np.maximum(out, np.abs(X[..., i]), out=out)
     return out
 
 
@@ -208,8 +242,41 @@ def _balls(V: np.ndarray, nv: np.ndarray):
     M = V.shape[1]
     X = V[..., :-1]
     ctr = (X.sum(axis=1) - (M - nv)[:, None] * X[:, 0]) / nv[:, None]
-    rad = np.max(np.sqrt(np.sum((X - ctr[:, None]) ** 2, axis=-1)) + V[..., -1], axis=1)
+    rad = np.max(np.sqrt(_lastsum((X - ctr[:, None]) ** 2)) + V[..., -1], axis=1)
     return ctr, rad * (1 + 1e-12)
+
+
+def _size_groups(nv: np.ndarray, M: int, least: int = 2048) -> list[tuple[np.ndarray, int]]:
+    """Split a batch by vertex count so that most of it runs on a short vertex axis: ``[(positions, M_g)]``
+    (positions in order; one group where the batch is small or its sizes are even). Padding slots cost as
+    much as vertices in every per-vertex step, and a few large polytopes set the store's axis."""
+    top = int(nv.max(initial=1))
+    if nv.size < least:
+        return [(np.arange(nv.size), top)]
+    t = int(np.quantile(nv, 0.9, method="higher"))
+    if 3 * top < 4 * t:
+        return [(np.arange(nv.size), top)]
+    small = nv <= t
+    return [(np.flatnonzero(small), t), (np.flatnonzero(~small), top)]
+
+
+def _concat(parts: list[_Poly]) -> _Poly:
+    """One batch from several (axes widened to the largest; padding repeats vertex 0, slots -1)."""
+    if len(parts) == 1:
+        return parts[0]
+    M = max(p.V.shape[1] for p in parts)
+    F = max(p.fid.shape[1] for p in parts)
+    W = max(-(-F // _WB), max(p.inc.shape[2] for p in parts))
+    ws = [p.widened(M, F) for p in parts]
+    inc = [np.concatenate([p.inc, np.zeros(p.inc.shape[:2] + (W - p.inc.shape[2],), np.uint64)], axis=2) for p in ws]
+    return _Poly(
+        np.concatenate([p.V for p in ws]),
+        np.concatenate(inc),
+        np.concatenate([p.nv for p in ws]),
+        np.concatenate([p.fid for p in ws]),
+        np.concatenate([p.fpl for p in ws]),
+        np.concatenate([p.nf for p in ws]),
+    )
 
 
 @dataclasses.dataclass

@@ -29,14 +29,18 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots
     r, a, b = np.nonzero(pos[:, :, None] & neg[:, None, :])
     com = P.inc[r, a] & P.inc[r, b]
-    ok = _popcount(com) >= k - 1
+    ok = (np.bitwise_count(com[:, 0]) if W == 1 else _popcount(com)) >= k - 1
     r, a, b, com = r[ok], a[ok], b[ok], com[ok]
     edge = np.ones(r.size, bool)
     step = max(1, _CHUNK // max(1, M * W))
     for lo in range(0, r.size, step):
         sl = slice(lo, lo + step)
         rr, cc = r[sl], com[sl]
-        on = np.all((P.inc[rr] & cc[:, None, :]) == cc[:, None, :], axis=-1) & valid[rr]
+        if W == 1:  # one word: no reduction over the word axis
+            c0 = cc[:, 0, None]
+            on = ((P.inc[rr, :, 0] & c0) == c0) & valid[rr]
+        else:
+            on = np.all((P.inc[rr] & cc[:, None, :]) == cc[:, None, :], axis=-1) & valid[rr]
         on[np.arange(rr.size), a[sl]] = False
         on[np.arange(rr.size), b[sl]] = False
         edge[sl] = ~on.any(axis=1)
@@ -47,9 +51,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
-    planes = P.fpl[r]
-    planes[np.arange(r.size), slot[r]] = w[r]
-    X[:, k] = _vertex_error(X[:, :k], _unpack(Xinc, planes.shape[1]), planes)
+    X[:, k] = _vertex_error(X[:, :k], _unpack(Xinc, P.fpl.shape[1]), _NewPlanes(P.fpl, r, slot, w))
     zero = (sg == 0) & valid
     inc0 = np.where(zero[:, :, None], P.inc | newbit[:, None, :], P.inc)
     out = []
@@ -80,7 +82,26 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     return out
 
 
-def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray) -> np.ndarray:
+class _NewPlanes:
+    """The slot planes ``(n, F, k+2)`` of new vertices, read where needed: vertex ``i`` on region ``r[i]`` has
+    that region's planes ``fpl[r[i]]`` and, at slot ``slot[r[i]]``, the cutting plane ``w[r[i]]``."""
+
+    def __init__(self, fpl: np.ndarray, r: np.ndarray, slot: np.ndarray, w: np.ndarray):
+        self.fpl, self.r, self.slot, self.w = fpl, r, slot, w
+        self.shape = (r.size,) + fpl.shape[1:]
+
+    def at(self, cols: np.ndarray, sel: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``(m, c, k+2)``: the planes of slots ``cols (m, c)`` of vertices ``sel`` (default: all)."""
+        rr = self.r if sel is None else self.r[sel]
+        out = self.fpl[rr[:, None], cols]
+        new = cols == self.slot[rr][:, None]
+        if new.any():
+            i, j = np.nonzero(new)
+            out[i, j] = self.w[rr[i]]
+        return out
+
+
+def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPlanes) -> np.ndarray:
     """A bound on ``|x - x*|_2`` for float vertices ``X (n, k)``, where ``x*`` is the exact vertex: the point on
     which the exact hyperplanes of the ``tight (n, F)`` slots meet (``planes (n, F, k+2)``: float planes and
     bounds ``e_i`` on the l1 error of their coefficients). For any ``k`` tight slots with exact normals ``A*``,
@@ -96,7 +117,10 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray) -> np.nd
     if n == 0:
         return np.zeros(0)
     first = np.argsort(~tight, axis=1, kind="stable")[:, :k]
-    rows = np.take_along_axis(planes, first[..., None], axis=1)  # (n, k, k+2)
+    if isinstance(planes, _NewPlanes):
+        rows = planes.at(first)
+    else:
+        rows = np.take_along_axis(planes, first[..., None], axis=1)  # (n, k, k+2)
     A, b, e = rows[..., :k], rows[..., k], rows[..., k + 1]
     big = np.maximum(1.0, np.abs(X).max(axis=1))
     val = np.einsum("nfk,nk->nf", A, X) + b
@@ -121,14 +145,24 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray) -> np.nd
     out[ok] = rho[ok] / smin[ok]
     bad = np.flatnonzero(~ok & ((tight.sum(axis=1) > k) | (k > 3)))
     if bad.size:
-        Wl = np.where(tight[bad, :, None], planes[bad, :, :k], 0.0)
-        b2 = np.where(tight[bad], planes[bad, :, k], 0.0)
-        e2 = np.where(tight[bad], planes[bad, :, k + 1], 0.0)
+        # only the tight slots matter (the others enter as zero rows): gather them, in slot order
+        tb = tight[bad]
+        nt = int(tb.sum(axis=1).max(initial=1))
+        cols = np.argsort(~tb, axis=1, kind="stable")[:, :nt]
+        on = np.take_along_axis(tb, cols, axis=1)
+        pb = (
+            planes.at(cols, bad)
+            if isinstance(planes, _NewPlanes)
+            else np.take_along_axis(planes[bad], cols[..., None], 1)
+        )
+        Wl = np.where(on[:, :, None], pb[:, :, :k], 0.0)
+        b2 = np.where(on, pb[:, :, k], 0.0)
+        e2 = np.where(on, pb[:, :, k + 1], 0.0)
         Xb = X[bad]
         val = np.einsum("nfk,nk->nf", Wl, Xb) + b2
         r2 = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(Wl), np.abs(Xb)) + np.abs(b2))
         r2 = np.sqrt(((r2 + e2 * big[bad, None]) ** 2).sum(axis=1)) * (1 + 1e-12)
-        G = np.einsum("nfi,nfj->nij", Wl, Wl)
+        G = np.matmul(Wl.transpose(0, 2, 1), Wl)
         lam = np.linalg.eigvalsh(G)[:, 0] - _gamma(2 * tight.shape[1] + 4 * k + 8) * (Wl**2).sum(axis=(1, 2))
         sm = np.sqrt(np.maximum(lam, 0.0)) - np.sqrt((e2**2).sum(axis=1)) * (1 + 1e-12)
         good = sm > 0

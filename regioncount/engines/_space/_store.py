@@ -81,29 +81,28 @@ class _Store:
     def _shape(self, M: int, F: int):
         """Widen the vertex and slot axes to at least ``M`` and ``F`` (with slack: every round adds a slot,
         and :meth:`compact` trims the axes again at the end of each op)."""
-        cap = self.V.shape[0]
+        cap, n = self.V.shape[0], self.n  # rows from n on are unset (written whole when added)
         if M > self.M:
-            M = max(M, self.M + 4)
+            M = max(M, self.M + max(4, self.M // 4))
             V = np.empty((cap, M, self.k + 1))
-            V[:, : self.M] = self.V
-            V[:, self.M :] = self.V[:, :1]
-            inc = np.zeros((cap, M, self.W), np.uint64)
-            inc[:, : self.M] = self.inc
-            inc[:, self.M :] = self.inc[:, :1]
+            V[:n, : self.M] = self.V[:n]
+            V[:n, self.M :] = self.V[:n, :1]
+            inc = np.empty((cap, M, self.W), np.uint64)
+            inc[:n, : self.M] = self.inc[:n]
+            inc[:n, self.M :] = self.inc[:n, :1]
             self.V, self.inc = V, inc
         if F > self.F:
             F = max(F, self.F + 8)
         W = -(-F // _WB)
         if W > self.W:
             inc = np.zeros(self.inc.shape[:2] + (W,), np.uint64)
-            inc[..., : self.W] = self.inc
+            inc[:n, :, : self.W] = self.inc[:n]
             self.inc = inc
         if F > self.F:
-            F = max(F, self.F + 8)
             fid = np.full((cap, F), -1, np.int64)
-            fid[:, : self.F] = self.fid
+            fid[:n, : self.F] = self.fid[:n]
             fpl = np.zeros((cap, F, self.k + 2))
-            fpl[:, : self.F] = self.fpl
+            fpl[:n, : self.F] = self.fpl[:n]
             self.fid, self.fpl = fid, fpl
 
     def write(self, rows, P: _Poly):
@@ -159,10 +158,7 @@ class _Store:
         keeps = []
         for lo in range(0, n, step):
             sl = slice(lo, min(n, lo + step))
-            bits = _unpack8(self.inc[sl], self.F)  # (b, M, F) 0/1
-            bits &= (np.arange(self.M) < self.nv[sl, None]).view(np.uint8)[:, :, None]
-            cnt = bits.sum(axis=1, dtype=np.int32)
-            keep = (cnt >= k) & (self.fid[sl] >= 0)
+            keep = _unpack(_on_at_least(self.inc[sl], self.nv[sl], k), self.F) & (self.fid[sl] >= 0)
             keeps.append(keep)
             newF = max(newF, int(keep.sum(axis=1).max(initial=0)))
         F2 = max(newF, 1)
@@ -187,6 +183,19 @@ class _Store:
         V = np.empty((self.V.shape[0], M, k + 1))
         V[:n] = self.V[:n, :M]  # rows from n on are unset: the store writes every row it adds
         self.V, self.inc, self.fid, self.fpl = V, inc, fid, fpl
+
+
+def _on_at_least(inc: np.ndarray, nv: np.ndarray, k: int) -> np.ndarray:
+    """Words ``(n, W)``: the slots that at least ``k`` of each polytope's ``nv`` vertices lie on (``inc (n, M,
+    W)``), counted bit-parallel: ``ge[j]`` holds the slots seen on more than ``j`` vertices so far."""
+    ge = [np.zeros(inc.shape[:1] + inc.shape[2:], np.uint64) for _ in range(k)]
+    zero = np.uint64(0)
+    for m in range(inc.shape[1]):
+        x = np.where((m < nv)[:, None], inc[:, m], zero)
+        for j in range(k - 1, 0, -1):
+            ge[j] |= ge[j - 1] & x
+        ge[0] |= x
+    return ge[k - 1]
 
 
 def _unpack(inc: np.ndarray, F: int) -> np.ndarray:

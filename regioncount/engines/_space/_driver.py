@@ -177,6 +177,7 @@ def partition_space(
     eng.hb = np.broadcast_to(np.abs(A[0]).sum(axis=0)[0] + eng.E[0], (T, q)).copy()
     A, _ = eng.run(program.ops, A)
     st = eng.st
+    st._settle()
     n = st.n
     valid = np.arange(st.M) < st.nv[:n, None]
     offsets = np.zeros(n + 1, np.int64)

@@ -70,13 +70,33 @@ class _Store:
         full[: arr.shape[0]] = arr
         self.extra[name] = full
 
+    #: the large per-row arrays, which :meth:`sort_by_parent` leaves to :meth:`compact` to reorder
+    _BIG = ("V", "inc", "fid", "fpl")
+    #: a pending reorder of the large arrays (row ``i`` is row ``_perm[i]`` of them), or None
+    _perm: np.ndarray | None = None
+
     def sort_by_parent(self):
+        """Order the rows by op-start parent (stable). The small arrays move now; the large ones move in the
+        next :meth:`compact`, which rewrites them anyway (every other access settles the order first)."""
+        self._settle()
         order = np.argsort(self.anc[: self.n], kind="stable")
+        if np.array_equal(order, np.arange(self.n)):
+            return
         for name in self._ROW:
-            a = getattr(self, name)
-            a[: self.n] = a[: self.n][order]
+            if name not in self._BIG:
+                a = getattr(self, name)
+                a[: self.n] = a[: self.n][order]
         for a in self.extra.values():
             a[: self.n] = a[: self.n][order]
+        self._perm = order
+
+    def _settle(self):
+        """Apply a pending reorder of the large arrays."""
+        if self._perm is not None:
+            order, self._perm = self._perm, None
+            for name in self._BIG:
+                a = getattr(self, name)
+                a[: self.n] = a[: self.n][order]
 
     def _shape(self, M: int, F: int):
         """Widen the vertex and slot axes to at least ``M`` and ``F`` (with slack: every round adds a slot,
@@ -106,6 +126,7 @@ class _Store:
             self.fid, self.fpl = fid, fpl
 
     def write(self, rows, P: _Poly):
+        self._settle()
         self._shape(P.V.shape[1], P.fid.shape[1])
         M, F, W = P.V.shape[1], P.fid.shape[1], P.inc.shape[2]
         self.V[rows, :M] = P.V
@@ -122,6 +143,7 @@ class _Store:
         self.cen[rows], self.rad[rows] = _balls(P.V, P.nv)
 
     def append(self, P: _Poly, src_rows) -> np.ndarray:
+        self._settle()
         m = P.V.shape[0]
         need = self.n + m
         self.cap_check(need)
@@ -143,6 +165,7 @@ class _Store:
     def take(self, rows, M: int | None = None) -> _Poly:
         """Rows ``rows`` as a batch, with the vertex axis cut to ``M`` (at least their largest vertex count:
         the slots beyond it are padding)."""
+        self._settle()
         V, inc = (self.V[rows], self.inc[rows]) if M is None else (self.V[rows, :M], self.inc[rows, :M])
         return _Poly(V, inc, self.nv[rows], self.fid[rows], self.fpl[rows], self.nf[rows])
 
@@ -156,9 +179,15 @@ class _Store:
         newF = 0
         step = max(1, _CHUNK // max(1, self.M * self.F))
         keeps = []
+        perm, self._perm = self._perm, None  # the large arrays' rows are read in this order
+
+        def src(lo: int, hi: int):
+            return slice(lo, hi) if perm is None else perm[lo:hi]
+
         for lo in range(0, n, step):
-            sl = slice(lo, min(n, lo + step))
-            keep = _unpack(_on_at_least(self.inc[sl], self.nv[sl], k), self.F) & (self.fid[sl] >= 0)
+            sl = src(lo, min(n, lo + step))
+            nsl = slice(lo, min(n, lo + step))
+            keep = _unpack(_on_at_least(self.inc[sl], self.nv[nsl], k), self.F) & (self.fid[sl] >= 0)
             keeps.append(keep)
             newF = max(newF, int(keep.sum(axis=1).max(initial=0)))
         F2 = max(newF, 1)
@@ -174,14 +203,15 @@ class _Store:
             if order.shape[1] < F2:
                 order = np.concatenate([order, np.zeros((hi - lo, F2 - order.shape[1]), order.dtype)], axis=1)
             kept = np.arange(F2) < nk[:, None]
-            bits = np.take_along_axis(_unpack8(self.inc[lo:hi, :M], self.F), order[:, None, :], axis=2)
+            sl = src(lo, hi)
+            bits = np.take_along_axis(_unpack8(self.inc[sl, :M], self.F), order[:, None, :], axis=2)
             bits &= kept.view(np.uint8)[:, None, :]
             inc[lo:hi] = _pack(bits, W2)
-            fid[lo:hi] = np.where(kept, np.take_along_axis(self.fid[lo:hi], order, axis=1), -1)
-            fpl[lo:hi] = np.where(kept[:, :, None], np.take_along_axis(self.fpl[lo:hi], order[:, :, None], axis=1), 0.0)
+            fid[lo:hi] = np.where(kept, np.take_along_axis(self.fid[sl], order, axis=1), -1)
+            fpl[lo:hi] = np.where(kept[:, :, None], np.take_along_axis(self.fpl[sl], order[:, :, None], axis=1), 0.0)
             self.nf[lo:hi] = nk
         V = np.empty((self.V.shape[0], M, k + 1))
-        V[:n] = self.V[:n, :M]  # rows from n on are unset: the store writes every row it adds
+        V[:n] = self.V[src(0, n), :M]  # rows from n on are unset: the store writes every row it adds
         self.V, self.inc, self.fid, self.fpl = V, inc, fid, fpl
 
 

@@ -40,7 +40,7 @@ vertex is the exact solution of the constraints it lies on, and the hyperplane i
 ``fractions.Fraction`` on the float64 weights (every float64 is an exact binary fraction). So concurrent
 planes, planes through vertices and duplicate or dead units are decided exactly, neither crashing nor
 inventing regions. Caveats, stated plainly: the bounds assume IEEE float64 with round-to-nearest in NumPy
-and BLAS (any summation order; fused multiply-adds only help); for ``k >= 4`` (and degenerate vertices)
+and BLAS (any summation order; fused multiply-adds only help); for ``k >= 5`` (and degenerate vertices)
 the singular-value bound uses LAPACK's symmetric eigensolver with an assumed, not proven, backward error;
 for hardmax attention, score differences are affine only when the float quadratic parts agree bitwise
 (the rational path re-checks this exactly where it runs), and tied keys are averaged when their scores

@@ -82,6 +82,28 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     return out
 
 
+def _det3(A: np.ndarray, r: tuple[int, int, int], c: tuple[int, int, int]) -> np.ndarray:
+    """The determinant of rows ``r`` and columns ``c`` of ``A (n, >=3, >=3)`` by cofactors."""
+    (i, j, m), (a, b, d) = r, c
+    return (
+        A[:, i, a] * (A[:, j, b] * A[:, m, d] - A[:, j, d] * A[:, m, b])
+        - A[:, i, b] * (A[:, j, a] * A[:, m, d] - A[:, j, d] * A[:, m, a])
+        + A[:, i, d] * (A[:, j, a] * A[:, m, b] - A[:, j, b] * A[:, m, a])
+    )
+
+
+def _det(A: np.ndarray) -> np.ndarray:
+    """``det A`` for ``A (n, k, k)``, k = 3 (cofactors) or 4 (along row 0, then cofactors)."""
+    if A.shape[1] == 3:
+        return _det3(A, (0, 1, 2), (0, 1, 2))
+    out = np.zeros(A.shape[0])
+    for j in range(4):
+        cols = tuple(c for c in range(4) if c != j)
+        term = A[:, 0, j] * _det3(A, (1, 2, 3), cols)  # type: ignore[arg-type]
+        out = out + term if j % 2 == 0 else out - term
+    return out
+
+
 class _NewPlanes:
     """The slot planes ``(n, F, k+2)`` of new vertices, read where needed: vertex ``i`` on region ``r[i]`` has
     that region's planes ``fpl[r[i]]`` and, at slot ``slot[r[i]]``, the cutting plane ``w[r[i]]``."""
@@ -107,8 +129,8 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPla
     bounds ``e_i`` on the l1 error of their coefficients). For any ``k`` tight slots with exact normals ``A*``,
     ``A* (x - x*) = rho`` where ``rho_i`` is the exact plane at ``x``, so ``|x - x*| <= |rho| / sigma_min(A*)``;
     ``|rho_i| <= |fl(a_i . x + b_i)| + gamma_{k+2} (|a_i| . |x| + |b_i|) + e_i max(1, |x|_inf)`` and
-    ``sigma_min(A*) >= sigma_min(A) - |E|_F``. For k = 3, ``sigma_min(A) >= |det A| / |A|_F^2`` (the product
-    of the singular values is ``|det A|``) with the determinant's rounding bound subtracted; for k >= 4, and
+    ``sigma_min(A*) >= sigma_min(A) - |E|_F``. For k = 3 and 4, ``sigma_min(A) >= |det A| / |A|_F^(k-1)`` (the
+    product of the singular values is ``|det A|``) with the determinant's rounding bound subtracted; for k >= 5, and
     where the first ``k`` tight slots are (numerically) dependent, the smallest eigenvalue of ``A^T A`` over
     all tight slots, less a rounding allowance of ``gamma_(2F+4k+8) |A|_F^2`` for forming and solving it (the
     allowance is the assumed backward error of LAPACK's symmetric eigensolver, not a proven constant).
@@ -127,23 +149,23 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPla
     rho = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(A), np.abs(X)) + np.abs(b)) + e * big[:, None]
     rho = np.sqrt((rho**2).sum(axis=1)) * (1 + 1e-12)
     out = np.full(n, np.inf)
-    if k == 3:
-        # the cofactor expansion: a sum of 6 products of 3 factors, off by at most gamma_5 times the sum of
-        # |products| (the permanent of |A|, at most the product of the row sums)
-        det = (
-            A[:, 0, 0] * (A[:, 1, 1] * A[:, 2, 2] - A[:, 1, 2] * A[:, 2, 1])
-            - A[:, 0, 1] * (A[:, 1, 0] * A[:, 2, 2] - A[:, 1, 2] * A[:, 2, 0])
-            + A[:, 0, 2] * (A[:, 1, 0] * A[:, 2, 1] - A[:, 1, 1] * A[:, 2, 0])
-        )
-        det_err = _gamma(5) * np.prod(np.abs(A).sum(axis=2), axis=1)
+    if k in (3, 4):
+        # sigma_min >= |det A| / (sigma_1 ... sigma_(k-1)) >= |det A| / |A|_F^(k-1), with the determinant's
+        # rounding bound subtracted: for k = 3 the cofactor expansion (6 products of 3 factors) is off by at most
+        # gamma_5 times the sum of |products| (the permanent of |A|, at most the product of the row sums); for
+        # k = 4 the expansion along row 0 over those 3x3 cofactors (each off by gamma_5 times the product of its
+        # rows' sums, at most rows 1-3 of |A|), then 4 products summed: at most gamma_10 times the product of
+        # the row sums of |A| (gamma_4 + gamma_5 + gamma_4 gamma_5 <= gamma_9)
+        det = _det(A)
+        det_err = _gamma(5 if k == 3 else 10) * np.prod(np.abs(A).sum(axis=2), axis=1)
         fro = np.sqrt((A**2).sum(axis=(1, 2)))
-        smin = (np.abs(det) - det_err) / np.maximum(fro, 1e-300) ** 2 * (1 - 1e-12)
+        smin = (np.abs(det) - det_err) / np.maximum(fro, 1e-300) ** (k - 1) * (1 - 1e-12)
         smin -= np.sqrt((e**2).sum(axis=1)) * (1 + 1e-12)
     else:
-        smin = np.zeros(n)  # k >= 4: always the eigenvalue bound below
+        smin = np.zeros(n)  # k >= 5: always the eigenvalue bound below
     ok = smin > 0
     out[ok] = rho[ok] / smin[ok]
-    bad = np.flatnonzero(~ok & ((tight.sum(axis=1) > k) | (k > 3)))
+    bad = np.flatnonzero(~ok & ((tight.sum(axis=1) > k) | (k > 4)))
     if bad.size:
         # only the tight slots matter (the others enter as zero rows): gather them, in slot order
         tb = tight[bad]

@@ -204,9 +204,15 @@ class _Store:
                 order = np.concatenate([order, np.zeros((hi - lo, F2 - order.shape[1]), order.dtype)], axis=1)
             kept = np.arange(F2) < nk[:, None]
             sl = src(lo, hi)
-            bits = np.take_along_axis(_unpack8(self.inc[sl, :M], self.F), order[:, None, :], axis=2)
-            bits &= kept.view(np.uint8)[:, None, :]
-            inc[lo:hi] = _pack(bits, W2)
+            # the real vertices only (flat), then padding repeats vertex 0
+            rr, mm = np.nonzero(np.arange(M) < self.nv[lo:hi, None])
+            bits = np.take_along_axis(_unpack8(self.inc[sl][rr, mm], self.F), order[rr], axis=1)
+            bits &= kept.view(np.uint8)[rr]
+            block = np.empty((hi - lo, M, W2), np.uint64)
+            block[rr, mm] = _pack(bits, W2)
+            pr, pc = np.nonzero(np.arange(M) >= self.nv[lo:hi, None])
+            block[pr, pc] = block[pr, 0]
+            inc[lo:hi] = block
             fid[lo:hi] = np.where(kept, np.take_along_axis(self.fid[sl], order, axis=1), -1)
             fpl[lo:hi] = np.where(kept[:, :, None], np.take_along_axis(self.fpl[sl], order[:, :, None], axis=1), 0.0)
             self.nf[lo:hi] = nk

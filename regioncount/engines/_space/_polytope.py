@@ -51,7 +51,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
-    X[:, k] = _vertex_error(X[:, :k], _unpack(Xinc, P.fpl.shape[1]), _NewPlanes(P.fpl, r, slot, w))
+    X[:, k] = _vertex_error(X[:, :k], (Xinc, P.fpl.shape[1]), _NewPlanes(P.fpl, r, slot, w))
     zero = (sg == 0) & valid
     inc0 = np.where(zero[:, :, None], P.inc | newbit[:, None, :], P.inc)
     out = []
@@ -123,7 +123,19 @@ class _NewPlanes:
         return out
 
 
-def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPlanes) -> np.ndarray:
+def _first_bits(words: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` lowest set bits of one-word masks ``words (n,)`` (ascending; each has at least ``k``)."""
+    w = words.copy()
+    out = np.empty((w.size, k), np.int64)
+    one = np.uint64(1)
+    for i in range(k):
+        low = w & (~w + one)  # the lowest set bit
+        out[:, i] = np.bitwise_count(low - one)
+        w ^= low
+    return out
+
+
+def _vertex_error(X: np.ndarray, tight: np.ndarray | tuple, planes: np.ndarray | _NewPlanes) -> np.ndarray:
     """A bound on ``|x - x*|_2`` for float vertices ``X (n, k)``, where ``x*`` is the exact vertex: the point on
     which the exact hyperplanes of the ``tight (n, F)`` slots meet (``planes (n, F, k+2)``: float planes and
     bounds ``e_i`` on the l1 error of their coefficients). For any ``k`` tight slots with exact normals ``A*``,
@@ -138,7 +150,17 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPla
     n, k = X.shape
     if n == 0:
         return np.zeros(0)
-    first = np.argsort(~tight, axis=1, kind="stable")[:, :k]
+    if isinstance(tight, tuple):  # (incidence words (n, W), F): one word is read bit-wise, without unpacking
+        words, F = tight
+        if words.shape[1] == 1:
+            first = _first_bits(words[:, 0], k)
+            n_tight = np.bitwise_count(words[:, 0])
+        else:
+            tight = _unpack(words, F)
+    if not isinstance(tight, tuple):
+        F = tight.shape[1]
+        first = np.argsort(~tight, axis=1, kind="stable")[:, :k]
+        n_tight = tight.sum(axis=1)
     if isinstance(planes, _NewPlanes):
         rows = planes.at(first)
     else:
@@ -165,10 +187,10 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPla
         smin = np.zeros(n)  # k >= 5: always the eigenvalue bound below
     ok = smin > 0
     out[ok] = rho[ok] / smin[ok]
-    bad = np.flatnonzero(~ok & ((tight.sum(axis=1) > k) | (k > 4)))
+    bad = np.flatnonzero(~ok & ((n_tight > k) | (k > 4)))
     if bad.size:
         # only the tight slots matter (the others enter as zero rows): gather them, in slot order
-        tb = tight[bad]
+        tb = _unpack(tight[0][bad], F) if isinstance(tight, tuple) else tight[bad]
         nt = int(tb.sum(axis=1).max(initial=1))
         cols = np.argsort(~tb, axis=1, kind="stable")[:, :nt]
         on = np.take_along_axis(tb, cols, axis=1)
@@ -185,7 +207,7 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray, planes: np.ndarray | _NewPla
         r2 = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(Wl), np.abs(Xb)) + np.abs(b2))
         r2 = np.sqrt(((r2 + e2 * big[bad, None]) ** 2).sum(axis=1)) * (1 + 1e-12)
         G = np.matmul(Wl.transpose(0, 2, 1), Wl)
-        lam = np.linalg.eigvalsh(G)[:, 0] - _gamma(2 * tight.shape[1] + 4 * k + 8) * (Wl**2).sum(axis=(1, 2))
+        lam = np.linalg.eigvalsh(G)[:, 0] - _gamma(2 * F + 4 * k + 8) * (Wl**2).sum(axis=(1, 2))
         sm = np.sqrt(np.maximum(lam, 0.0)) - np.sqrt((e2**2).sum(axis=1)) * (1 + 1e-12)
         good = sm > 0
         out[bad[good]] = r2[good] / sm[good]

@@ -30,12 +30,13 @@ def _sides(eng: _Engine, Af: np.ndarray, fam: _Family, werr: np.ndarray):
     p, j = np.nonzero(~(pos | neg))
     step = max(1, _CHUNK // max(1, st.M * c1))
     for lo in range(0, p.size, step):
-        pp, jj = p[lo : lo + step], j[lo : lo + step]
-        P = st.take(pp)
-        w = np.concatenate([Af[pp, :, jj], werr[jj, None]], axis=1)
-        _, sg = eng.signs(P, pp, w, 2 * (fam.base + pp * D + jj))
-        pos[pp, jj] = np.any(sg > 0, axis=1)
-        neg[pp, jj] = np.any(sg < 0, axis=1)
+        for g, Mg in _size_groups(st.nv[p[lo : lo + step]], st.M):
+            pp, jj = p[lo : lo + step][g], j[lo : lo + step][g]
+            P = st.take(pp, Mg)
+            w = np.concatenate([Af[pp, :, jj], werr[jj, None]], axis=1)
+            _, sg = eng.signs(P, pp, w, 2 * (fam.base + pp * D + jj))
+            pos[pp, jj] = np.any(sg > 0, axis=1)
+            neg[pp, jj] = np.any(sg < 0, axis=1)
     return pos, neg
 
 
@@ -70,7 +71,9 @@ def relu(eng: _Engine, A: np.ndarray):
     par = st.anc[: st.n]
     bits = st.extra["bits"][: st.n].copy()
     mask = np.unpackbits(bits, axis=1, count=D).reshape(-1, 1, T, d)
-    return A[par] * mask, ("bits", D, bits)
+    out = A[par]
+    out *= mask
+    return out, ("bits", D, bits)
 
 
 def _relu_round(eng: _Engine, cand, par, w, j, fid):

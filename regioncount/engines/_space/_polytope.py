@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._predicates import _gamma
-from ._store import _CHUNK, _bit, _Poly, _popcount, _unpack
+from ._store import _CHUNK, _WB, _bit, _Poly, _popcount, _unpack
 
 
 def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray, sides=(1, -1)) -> list[_Poly]:
@@ -24,7 +24,10 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     pos, neg = (sg > 0) & valid, (sg < 0) & valid
     slot = P.nf.copy()
     Fn = int(slot.max(initial=0)) + 1
-    P = P.widened(M, Fn)
+    F0 = P.fid.shape[1]
+    if -(-Fn // _WB) > P.inc.shape[2]:  # room for the new slot's bit (the slot arrays widen per side below)
+        P = _Poly(P.V, P.inc, P.nv, P.fid, P.fpl, P.nf)
+        P.widen(M, Fn, slots=False)
     W = P.inc.shape[2]
     # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots
     r, a, b = np.nonzero(pos[:, :, None] & neg[:, None, :])
@@ -51,7 +54,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
-    X[:, k] = _vertex_error(X[:, :k], (Xinc, P.fpl.shape[1]), _NewPlanes(P.fpl, r, slot, w))
+    X[:, k] = _vertex_error(X[:, :k], (Xinc, max(F0, Fn)), _NewPlanes(P.fpl, r, slot, w))
     zero = (sg == 0) & valid
     inc0 = np.where(zero[:, :, None], P.inc | newbit[:, None, :], P.inc)
     out = []
@@ -73,8 +76,11 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         pr, pc = np.nonzero(np.arange(Mo) >= cnt[:, None])
         Vo[pr, pc] = Vo[pr, 0]
         Io[pr, pc] = Io[pr, 0]
-        fidn = P.fid.copy()
-        fpln = P.fpl.copy()
+        Fo = max(F0, Fn)
+        fidn = np.full((n, Fo), -1, np.int64)
+        fidn[:, :F0] = P.fid
+        fpln = np.zeros((n, Fo, k + 2))
+        fpln[:, :F0] = P.fpl
         fidn[np.arange(n), slot] = fid + (side < 0)
         fpln[np.arange(n), slot, : k + 1] = side * w[:, : k + 1]
         fpln[np.arange(n), slot, k + 1] = w[:, k + 1]
@@ -110,12 +116,12 @@ class _NewPlanes:
 
     def __init__(self, fpl: np.ndarray, r: np.ndarray, slot: np.ndarray, w: np.ndarray):
         self.fpl, self.r, self.slot, self.w = fpl, r, slot, w
-        self.shape = (r.size,) + fpl.shape[1:]
 
     def at(self, cols: np.ndarray, sel: np.ndarray | None = None) -> np.ndarray:
-        """Rows ``(m, c, k+2)``: the planes of slots ``cols (m, c)`` of vertices ``sel`` (default: all)."""
+        """Rows ``(m, c, k+2)``: the planes of slots ``cols (m, c)`` of vertices ``sel`` (default: all). The
+        new slot may lie beyond ``fpl``'s slot axis (it is never read from there)."""
         rr = self.r if sel is None else self.r[sel]
-        out = self.fpl[rr[:, None], cols]
+        out = self.fpl[rr[:, None], np.minimum(cols, self.fpl.shape[1] - 1)]
         new = cols == self.slot[rr][:, None]
         if new.any():
             i, j = np.nonzero(new)

@@ -355,7 +355,9 @@ class _Poly:
         P.widen(M, F)
         return P
 
-    def widen(self, M: int, F: int):
+    def widen(self, M: int, F: int, slots: bool = True):
+        """Widen the vertex axis to ``M`` and the slot axis to ``F`` (the incidence words always; the slot
+        arrays ``fid``, ``fpl`` only where ``slots``)."""
         n, M0, k = self.V.shape
         if M > M0:
             V = np.empty((n, M, k))
@@ -371,7 +373,7 @@ class _Poly:
             inc[..., : self.inc.shape[2]] = self.inc
             self.inc = inc
         F0 = self.fid.shape[1]
-        if F > F0:
+        if slots and F > F0:
             fid = np.full((n, F), -1, np.int64)
             fid[:, :F0] = self.fid
             fpl = np.zeros((n, F, self.fpl.shape[2]))

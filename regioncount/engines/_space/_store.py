@@ -167,7 +167,9 @@ class _Store:
         the slots beyond it are padding)."""
         self._settle()
         V, inc = (self.V[rows], self.inc[rows]) if M is None else (self.V[rows, :M], self.inc[rows, :M])
-        return _Poly(V, inc, self.nv[rows], self.fid[rows], self.fpl[rows], self.nf[rows])
+        nf = self.nf[rows]
+        F = max(1, int(nf.max(initial=1)))  # the slots from nf on are empty: the batch needs none beyond
+        return _Poly(V, inc, self.nv[rows], self.fid[rows, :F], self.fpl[rows, :F], nf)
 
     def compact(self):
         """Drop constraint slots that lie on fewer than ``k`` vertices (they bound no facet) and shrink the

@@ -11,7 +11,7 @@ ENTRY_POINTS = {
     "regioncount._domain": ["Box.as_dict", "AffineSlice.as_dict", "domain_from_dict"],
     "regioncount.engines._plane._driver": ["partition_plane"],
     "regioncount.engines._line": ["walk_line"],
-    "regioncount.engines._space": ["partition_space"],
+    "regioncount.engines._space._driver": ["partition_space"],
     "regioncount.theory._bounds": ["relu_upper_serra"],
 }
 

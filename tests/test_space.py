@@ -326,3 +326,79 @@ def test_cli_count_and_plot_on_a_three_input_model(tmp_path):
     for sec in info["sections"]:
         assert sec["exact"] and sec["regions"] == sec["solid_regions_met"]
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def _exact_det(A):
+    from fractions import Fraction
+
+    M = [[Fraction(float(v)) for v in row] for row in A]
+    n, det = len(M), Fraction(1)
+    for c in range(n):
+        p = next((r for r in range(c, n) if M[r][c] != 0), None)
+        if p is None:
+            return Fraction(0)
+        if p != c:
+            M[c], M[p] = M[p], M[c]
+            det = -det
+        det *= M[c][c]
+        for r in range(c + 1, n):
+            f = M[r][c] / M[c][c]
+            M[r] = [a - f * b for a, b in zip(M[r], M[c], strict=True)]
+    return det
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_the_determinant_and_its_rounding_bound_hold_against_rational_arithmetic(k):
+    # the float vertex error bound of 3D and 4D vertices rests on det A and gamma_5 / gamma_10 times the product
+    # of |A|'s row sums: checked on well-scaled, badly scaled and nearly singular matrices
+    from fractions import Fraction
+
+    from regioncount._predicates import gamma
+    from regioncount.engines._space._polytope import _det
+
+    rng = np.random.default_rng(k)
+    A = rng.standard_normal((300, k, k)) * np.exp(rng.uniform(-20, 20, (300, k, 1)))
+    A[100:200, -1] = A[100:200, 0] + 1e-13 * rng.standard_normal((100, k))  # nearly dependent rows
+    det = _det(A)
+    err = gamma(5 if k == 3 else 10) * np.prod(np.abs(A).sum(axis=2), axis=1)
+    worst = 0.0
+    for i in range(A.shape[0]):
+        off = abs(Fraction(float(det[i])) - _exact_det(A[i]))
+        assert off <= Fraction(float(err[i])), i
+        worst = max(worst, float(off / Fraction(float(err[i]))) if err[i] > 0 else 0.0)
+    assert worst > 1e-6  # the bound is not vacuous: some rounding errors come near it
+
+
+def test_four_dimensional_vertex_error_bounds_hold_against_exact_vertices():
+    # every 4D vertex after the first layer lies within its recorded bound of the exact vertex where the
+    # exact planes of its slots meet (the network's planes in rational arithmetic from the float64 weights)
+    from fractions import Fraction
+
+    from regioncount.engines._space import _solve_exact
+    from regioncount.engines._space._driver import _cube, _Engine, _Exact
+    from regioncount.engines._space._store import _unpack
+
+    net = random_mlp(4, [6, 5], 1, seed=3, init="torch")
+    program = lower(net)
+    box = Box(-1, 1, 4)
+    x0, V = box.input_map()
+    st = _cube(4)
+    eng = _Engine(program, st, _Exact(program, np.asarray(x0, float), np.asarray(V, float), box.lo, box.hi), None, None)
+    A = np.zeros((1, 5, 1, 4))
+    A[0, :4, 0] = np.eye(4)
+    eng.E, eng.hb = np.zeros((1, 4)), np.ones((1, 4))  # the input map u -> x is exact on [-1, 1]^4
+    eng.run(program.ops[:2], A)  # the first layer
+    st = eng.st
+    bits = _unpack(st.inc[: st.n], st.F)
+    checked = 0
+    for r in range(st.n):
+        for m in range(st.nv[r]):
+            tight = np.flatnonzero(bits[r, m] & (st.fid[r] >= 0))
+            # one split so far: the exact planes do not depend on a region's code (parent 0 serves all)
+            rows = [eng._exact_function(0, int(st.fid[r, f])) for f in tight]
+            u = _solve_exact(rows, 4)
+            assert u is not None
+            dist2 = sum((Fraction(float(st.V[r, m, i])) - u[i]) ** 2 for i in range(4))
+            assert float(dist2) <= st.V[r, m, 4] ** 2 * (1 + 1e-9) + 1e-300
+            checked += 1
+    assert checked > 500 and float(np.min(st.V[: st.n, :, 4])) == 0.0  # the cube's corners are exact

@@ -28,38 +28,13 @@ from .. import _tolerances as tol
 from .._predicates import gamma, underflow_slack
 from ..networks import walk_widths
 from ..networks._interpret import ExactProgram, float_maps
+from ._space._predicates import exact_value, float_values, solve_exact
 
 _BATCH = 512
 
 
 def _grow(x, n: int):
     return x * (1 + gamma(n + 2)) + underflow_slack(n + 2)
-
-
-def _solve(rows: list, k: int):
-    """The point where rows ``(k + 1)`` of Fractions vanish (rank ``k``), or None (rank below ``k`` or no
-    common point)."""
-    M = [list(r) for r in rows]
-    piv, r0 = [], 0
-    for c in range(k):
-        p = next((i for i in range(r0, len(M)) if M[i][c] != 0), None)
-        if p is None:
-            continue
-        M[r0], M[p] = M[p], M[r0]
-        inv = 1 / M[r0][c]
-        M[r0] = [v * inv for v in M[r0]]
-        for i in range(len(M)):
-            if i != r0 and M[i][c] != 0:
-                f = M[i][c]
-                M[i] = [a - f * b for a, b in zip(M[i], M[r0], strict=True)]
-        piv.append(c)
-        r0 += 1
-    if r0 < k or any(M[i][k] != 0 for i in range(r0, len(M))):
-        return None
-    u = [Fraction(0)] * k
-    for i, c in enumerate(piv):
-        u[c] = -M[i][k]
-    return u
 
 
 def _affine_constraints(program) -> bool:
@@ -135,12 +110,9 @@ def _exact_checks(poly, program) -> dict:  # noqa: C901
             g = b0 + r
             P = poly.vertices[off[g] : off[g + 1]]  # (nv, k)
             C = Cf[r]  # (k + 1, K)
-            v = P @ C[:k] + C[k]  # (nv, K)
-            Bf = _grow(
-                Ef[r] * (np.abs(P).sum(axis=1, keepdims=True) + 1)
-                + gamma(k + 1) * (np.abs(P) @ np.abs(C[:k]) + np.abs(C[k])),
-                2 * k + 4,
-            )
+            vT, roundT = float_values(np.broadcast_to(P, (C.shape[1],) + P.shape), C[:k].T, C[k])
+            v = vT.T  # (nv, K)
+            Bf = _grow(Ef[r] * (np.abs(P).sum(axis=1, keepdims=True) + 1) + roundT.T, 2 * k + 4)
             margin = Bf + (np.abs(C[:k]).sum(axis=0) + k * Ef[r]) * rho
             ok = v > margin
             if np.any(np.all(C == 0, axis=0) & (Ef[r] == 0) & St[r]):
@@ -154,10 +126,10 @@ def _exact_checks(poly, program) -> dict:  # noqa: C901
                     Pm = [Fraction(x) for x in P[m]]
                     found = False
                     for basis in itertools.combinations(U, k):
-                        X = _solve([Re[j] for j in basis], k)
+                        X = solve_exact([Re[j] for j in basis], k)
                         if X is None or max(abs(a - b) for a, b in zip(X, Pm, strict=True)) > Fraction(rho):
                             continue
-                        if all(sum(Re[j][i] * X[i] for i in range(k)) + Re[j][k] >= 0 for j in U):
+                        if all(exact_value(Re[j], X) >= 0 for j in U):
                             found = True
                             break
                         if len(U) > k + 6:
@@ -167,17 +139,16 @@ def _exact_checks(poly, program) -> dict:  # noqa: C901
                         break
             # the witness: every row strictly of the code's sign
             w = W[g]
-            vw = w @ C[:k] + C[k]
-            Bw = _grow(
-                Ef[r] * (np.abs(w).sum() + 1) + gamma(k + 1) * (np.abs(w) @ np.abs(C[:k]) + np.abs(C[k])), 2 * k + 4
-            )
+            vwT, rwT = float_values(np.broadcast_to(w, (C.shape[1], 1, k)), C[:k].T, C[k])
+            vw = vwT[:, 0]
+            Bw = _grow(Ef[r] * (np.abs(w).sum() + 1) + rwT[:, 0], 2 * k + 4)
             if np.any(vw < -Bw):
                 bad_witness[g] = "its witness point has another code"
             elif not np.all((vw > Bw) | (~St[r] & (Bw == 0) & (vw >= 0))):
                 Re, Se = rows_of(g)
                 we = [Fraction(x) for x in w]
                 for j in np.flatnonzero(~(vw > Bw)).tolist():
-                    val = sum(Re[j][i] * we[i] for i in range(k)) + Re[j][k]
+                    val = exact_value(Re[j], we)
                     if val < 0 or (val == 0 and Se[j]):
                         bad_witness[g] = "its witness point has another code (exact)"
                         break

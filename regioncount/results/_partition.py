@@ -73,6 +73,7 @@ class Partition:
         stats: dict | None = None,
         copy: bool = True,
         program=None,
+        engine_maps=None,
     ):
         own = _owned if copy else _adopted
         self.domain = domain
@@ -103,6 +104,12 @@ class Partition:
         #: the lowered network (:class:`~regioncount.networks.Program`) the engine partitioned, or None: with it,
         #: linear regions are decided exactly (:mod:`._linear`)
         self.program = program
+        # optional ``(F (R, 3, out), E (out,) or (R, out))``: the engine's float output maps in the domain's
+        # normalised coordinates ``u = c + h u'`` and a rigorous bound on every coefficient's distance from the
+        # exact map there (the plane engine's op bounds). Exact maps are equal in ``u'`` iff they are equal in
+        # ``u`` (an invertible affine change of coordinates), so the linear-region merge filters with these
+        # instead of re-composing every region's map from its code.
+        self._engine_maps = engine_maps
         self._linear: np.ndarray | None = None
         self._sealed = True
 
@@ -283,7 +290,12 @@ class Partition:
                 from ._linear import linear_labels
 
                 x0, V = self.domain.input_map()
-                lab = linear_labels(R, E, self.program, self.codes, x0, V, self.stats)
+                fm = None
+                if self._engine_maps is not None:
+                    F, Eb = self._engine_maps
+                    fm = (F, np.broadcast_to(Eb, (R, F.shape[2])))
+                # codes are expanded only for the pairs the float filter leaves to exact arithmetic
+                lab = linear_labels(R, E, self.program, self.code_rows, x0, V, self.stats, fm)
                 lab.setflags(write=False)
                 self._linear = lab
             return self._linear

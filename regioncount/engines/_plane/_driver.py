@@ -33,7 +33,8 @@ BATCH = 1 << 15
 @dataclasses.dataclass
 class _Piece:
     """A finished batch of regions, flattened: normalised vertices, counts, edge tags, areas, output maps
-    ``(R, 3, out)`` in normalised coordinates, and code blocks."""
+    ``(R, 3, out)`` in normalised coordinates, a bound ``(out,)`` on every output coefficient's distance from
+    the exact one (the op bounds, :class:`~._maps._Bounds`), and code blocks."""
 
     verts: np.ndarray
     nv: np.ndarray
@@ -42,6 +43,7 @@ class _Piece:
     areas: np.ndarray
     maps: np.ndarray
     blocks: list
+    eb: np.ndarray
 
 
 def _leaves(op) -> int:
@@ -108,7 +110,7 @@ class _Engine(_Decisions):
             self._step = unit
             self.pos = start + sum(leaves[:k])
             A, bd, _ = self.run([op], A, bd)
-        return [self._finish(A)]
+        return [self._finish(A, bd)]
 
     def _batched(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
         st, blocks = self.st, self.blocks
@@ -124,7 +126,7 @@ class _Engine(_Decisions):
             pieces += self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
         return pieces
 
-    def _finish(self, A) -> _Piece:
+    def _finish(self, A, bd: _Bounds) -> _Piece:
         st = self.st
         R = st.n
         A = _materialise(A)
@@ -138,6 +140,7 @@ class _Engine(_Decisions):
             _areas(st.V[:R]),
             np.ascontiguousarray(A[:, :, self.program.out_token, :]),
             [(kind, w, a.copy()) for kind, w, a in self.blocks],
+            np.asarray(bd.eb[self.program.out_token], np.float64).copy(),
         )
         self.finished += R
         del self.st  # the next batch sets its own store
@@ -293,6 +296,9 @@ def partition_plane(
         "assumed": eng.n_assumed,
         "min_area": float(areas.min()) if areas.size else None,
     }
+    # the engine's own output maps and their error bounds (every batch's bound, the largest): the linear-region
+    # merge compares these instead of re-composing every region's map from its code (results/_linear.py)
+    eb = np.max([p.eb for p in pieces], axis=0) if pieces else np.zeros(0)
     part = Partition(
         domain,
         verts,
@@ -305,5 +311,6 @@ def partition_plane(
         stats=stats,
         copy=False,
         program=program,
+        engine_maps=(Mn.transpose(0, 2, 1), eb),
     )
     return part

@@ -299,23 +299,16 @@ def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:
     }
     piece0 = np.cumsum([0] + [s.pieces for s in S])
     edges, missed = [], 0
-    for k, (r, c) in enumerate(order):
-        for side, other, oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
-            if other not in summaries:
-                continue
-            j = other[0] * cols + other[1]
-            a, b = S[k], S[j]
-            ia, ib = _overlapping(a.sides[side], b.sides[oside])
-            ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
-            same = np.all(a.codes[ka] == b.codes[kb], axis=1)
-            edges.append(np.stack([piece0[k] + ia, piece0[j] + ib], 1)[same])
-            # every code on both sides of this border must have been found overlapping itself across it
-            pa = np.unique(a.sides[side][0])
-            pb = np.unique(b.sides[oside][0])
-            ca = {bytes(x) for x in a.codes[np.searchsorted(a.border, pa)]}
-            cb = {bytes(x) for x in b.codes[np.searchsorted(b.border, pb)]}
-            found = {bytes(x) for x in a.codes[ka[same]]}
-            missed += len((ca & cb) - found)
+    for k, j, side, oside, ia, ib, ka, _kb, same in _border_pairs(grid, S):
+        a, b = S[k], S[j]
+        edges.append(np.stack([piece0[k] + ia, piece0[j] + ib], 1)[same])
+        # every code on both sides of this border must have been found overlapping itself across it
+        pa = np.unique(a.sides[side][0])
+        pb = np.unique(b.sides[oside][0])
+        ca = {bytes(x) for x in a.codes[np.searchsorted(a.border, pa)]}
+        cb = {bytes(x) for x in b.codes[np.searchsorted(b.border, pb)]}
+        found = {bytes(x) for x in a.codes[ka[same]]}
+        missed += len((ca & cb) - found)
     cells, _ = _count_components(int(piece0[-1]), edges)
     ok = cells == merged.regions and missed == 0
     merge = {
@@ -371,6 +364,27 @@ def _overlapping(a: tuple, b: tuple):
     return pa[out[0][0][ok]], pb[out[1][0][ok]]
 
 
+def _border_pairs(grid, S: list):
+    """Every inner border once (each tile with the one to its right, its LEFT side, and the one above, its
+    BOTTOM), as ``(k, j, side, oside, ia, ib, ka, kb, same)``: tiles ``k`` and ``j`` (row-major indices into
+    ``S``), their sides on the border, the overlapping piece pairs ``(ia, ib)`` (:func:`_overlapping`), their
+    rows ``(ka, kb)`` in each summary's border arrays, and whether each pair carries the same code. The one
+    walk :func:`merge_tiles` and :func:`certify_merge` share."""
+    rows, cols = grid
+    for r in range(rows):
+        for c in range(cols):
+            k = r * cols + c
+            for side, (r2, c2), oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
+                if r2 >= rows or c2 >= cols:
+                    continue
+                j = r2 * cols + c2
+                a, b = S[k], S[j]
+                ia, ib = _overlapping(a.sides[side], b.sides[oside])
+                ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
+                same = np.all(a.codes[ka] == b.codes[kb], axis=1)
+                yield k, j, side, oside, ia, ib, ka, kb, same
+
+
 def _same_code_edges(S: list, piece0: np.ndarray, lin0: np.ndarray):
     """Cell and linear-region edges joining the border pieces of all tiles that carry the same code.
 
@@ -411,20 +425,12 @@ def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: f
     # codes whose maps agree across a border segment they share (a boundary that runs along the border)
     same_cells, same_lin = _same_code_edges(S, piece0, lin0)
     cell_edges, lin_edges = [same_cells], [same_lin]
-    for k, (r, c) in enumerate(order):
-        # each border once: with the tile to the right (its LEFT) and the one above (its BOTTOM)
-        for side, other, oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
-            if other not in summaries:
-                continue
-            j = other[0] * cols + other[1]
-            a, b = S[k], S[j]
-            ia, ib = _overlapping(a.sides[side], b.sides[oside])
-            if ia.size == 0:
-                continue
-            ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
-            other_code = ~np.all(a.codes[ka] == b.codes[kb], axis=1)
-            join = other_code & maps_agree(a.maps[ka], b.maps[kb], rtol)
-            lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[join])
+    for k, j, _, _, ia, ib, ka, kb, same in _border_pairs(grid, S):
+        if ia.size == 0:
+            continue
+        a, b = S[k], S[j]
+        join = ~same & maps_agree(a.maps[ka], b.maps[kb], rtol)
+        lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[join])
     cells, cell_lab = _count_components(int(piece0[-1]), cell_edges)
     lins, lin_lab = _count_components(int(lin0[-1]), lin_edges)
     out = TiledCount(

@@ -230,6 +230,7 @@ def count_tiled(
     rtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
     certify: bool = False,
+    workers: int | None = None,
 ) -> TiledCount:
     """Exact regions and linear regions of ``net`` on a 2D ``domain`` from ``tiles`` partitioned
     independently (``tiles``: N or ``(rows, cols)``, see :func:`tile_grid`).
@@ -243,6 +244,12 @@ def count_tiled(
     ``progress(done, total)`` is called as tiles finish. ``certify``: check every tile's partition with
     :func:`regioncount.results.certify` and the merge by a second route (see :func:`certify_merge`); the
     result's ``certificate`` then holds both, with ``passed`` false if any check failed.
+    ``workers`` (without ``client``): processes that run the tiles, forked from this one; 1 runs them here, one
+    after the other. None (the default) runs the first tile here and, where the tiles left would take longer
+    than :data:`PARALLEL_AFTER_S` at its pace (a large count), the rest on one process per available core; every worker's
+    share of ``max_regions`` and of the resident-memory limit (:mod:`regioncount._memory`) is its part of
+    the whole, so the run stays within them. Only tile summaries travel back (their partitions too with
+    ``keep``), and the counts do not depend on which process ran which tile.
     """
     t0 = time.perf_counter()
     grid = tile_grid(tiles)
@@ -260,7 +267,7 @@ def count_tiled(
         max_regions = max(1, int(max_regions) // n_workers(client))
     kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards, certify=certify)
     if client is None:
-        summaries: Iterable[TileSummary] = (summarise_tile(net, domain, i, t, grid, **kw) for i, t in parts)
+        summaries: Iterable[TileSummary] = _local_summaries(net, domain, parts, grid, kw, workers)
     else:
         from ._distributed import map_tasks
 
@@ -274,6 +281,86 @@ def count_tiled(
     if certify:
         out.certificate = certify_merge(domain, grid, done, out)
     return out
+
+
+#: With ``workers=None``, the rest of a count goes to worker processes where the first tile's time, times the
+#: tiles left, passes this (seconds).
+PARALLEL_AFTER_S = 0.5
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | None) -> Iterable[TileSummary]:
+    """Tile summaries computed on this machine, in this process or on forked workers (see :func:`count_tiled`)."""
+    import multiprocessing as mp
+
+    todo = list(parts)
+    want = _cores() if workers is None else max(1, int(workers))
+    if "fork" not in mp.get_all_start_methods():
+        want = 1  # workers share this process's network and imports by forking; elsewhere run here
+    if workers is None and want > 1 and todo:
+        i, t = todo.pop(0)
+        first = summarise_tile(net, domain, i, t, grid, **kw)
+        yield first
+        if first.seconds * len(todo) < PARALLEL_AFTER_S:
+            want = 1  # a small count: starting workers would cost more than it saves
+    want = min(want, len(todo))
+    if want <= 1:
+        for i, t in todo:
+            yield summarise_tile(net, domain, i, t, grid, **kw)
+        return
+    from .. import _memory
+
+    wkw = dict(kw)
+    if wkw.get("max_regions") is not None:
+        wkw["max_regions"] = max(1, int(wkw["max_regions"]) // want)
+    limit = None
+    if _memory.LIMIT is not None:
+        limit = max(1, (_memory.LIMIT - _memory.rss_bytes()) // want)
+    ctx = mp.get_context("fork")
+    pool = ctx.Pool(want, initializer=_worker_start, initargs=(net, domain, grid, wkw, limit))
+    try:
+        for out in pool.imap_unordered(_worker_tile, todo):
+            if isinstance(out, BaseException):
+                raise out
+            yield out
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+_WORKER: dict = {}
+
+
+def _worker_start(net, domain, grid, kw: dict, limit):
+    from .. import _memory
+
+    _WORKER.update(net=net, domain=domain, grid=grid, kw=kw)
+    _memory.set_rss_limit(limit)
+
+
+def _worker_tile(item):
+    """One tile in a worker: its summary, or the exception it raised (sent back and raised in the parent)."""
+    import pickle
+
+    index, tile = item
+    w = _WORKER
+    try:
+        return summarise_tile(w["net"], w["domain"], index, tile, w["grid"], **w["kw"])
+    except Exception as e:  # noqa: BLE001  (raised again in the parent)
+        try:
+            pickle.dumps(e)
+            return e
+        except Exception:  # noqa: BLE001
+            from .._errors import RegionCountError
+
+            return RegionCountError(f"a tile failed in a worker process: {type(e).__name__}: {e}")
 
 
 def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:

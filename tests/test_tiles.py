@@ -401,29 +401,3 @@ def test_certify_merge_catches_a_wrong_merge(untiled):
     assert good.regions == regions and certify_merge(dom, grid, done, good)["passed"]
     bad = dataclasses.replace(good, regions=good.regions + 1)
     assert not certify_merge(dom, grid, done, bad)["checks"]["merge"]["passed"]
-
-
-@pytest.mark.parametrize("name", ["maxout", "random_transformer"])
-def test_tiles_on_worker_processes_equal_those_run_here(untiled, name):
-    import multiprocessing as mp
-
-    if "fork" not in mp.get_all_start_methods():
-        pytest.skip("worker processes are forked; this platform cannot fork")
-    net, dom, _, regions, linear = untiled[name]
-    here = count_tiled(net, dom, 6, workers=1)
-    there = count_tiled(net, dom, 6, workers=2, keep=True)
-    assert (there.regions, there.linear_regions, there.pieces) == (here.regions, here.linear_regions, here.pieces)
-    assert (there.regions, there.linear_regions) == (regions, linear)
-    assert there.partition is not None and there.partition.n_regions == there.pieces
-
-
-def test_a_tile_error_in_a_worker_is_raised_here(untiled):
-    import multiprocessing as mp
-
-    from regioncount._errors import MemoryCapError
-
-    if "fork" not in mp.get_all_start_methods():
-        pytest.skip("worker processes are forked; this platform cannot fork")
-    net, dom, _, _, _ = untiled["maxout"]
-    with pytest.raises(MemoryCapError):
-        count_tiled(net, dom, 4, workers=2, max_regions=4)

@@ -246,7 +246,8 @@ def count_tiled(
     result's ``certificate`` then holds both, with ``passed`` false if any check failed.
     ``workers`` (without ``client``): processes that run the tiles, forked from this one; 1 runs them here, one
     after the other. None (the default) runs the first tile here and, where the tiles left would take longer
-    than :data:`PARALLEL_AFTER_S` at its pace (a large count), the rest on one process per available core; every worker's
+    than :data:`PARALLEL_AFTER_S` at its pace (a large count), the rest on ``REGIONCOUNT_WORKERS`` processes, or
+    one per available core; every worker's
     share of ``max_regions`` and of the resident-memory limit (:mod:`regioncount._memory`) is its part of
     the whole, so the run stays within them. Only tile summaries travel back (their partitions too with
     ``keep``), and the counts do not depend on which process ran which tile.
@@ -288,21 +289,12 @@ def count_tiled(
 PARALLEL_AFTER_S = 0.5
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
 def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | None) -> Iterable[TileSummary]:
     """Tile summaries computed on this machine, in this process or on forked workers (see :func:`count_tiled`)."""
-    import multiprocessing as mp
+    from ._fork import default_workers, fork_map
 
     todo = list(parts)
-    want = _cores() if workers is None else max(1, int(workers))
-    if "fork" not in mp.get_all_start_methods():
-        want = 1  # workers share this process's network and imports by forking; elsewhere run here
+    want = default_workers(workers)
     if workers is None and want > 1 and todo:
         i, t = todo.pop(0)
         first = summarise_tile(net, domain, i, t, grid, **kw)
@@ -314,53 +306,16 @@ def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | No
         for i, t in todo:
             yield summarise_tile(net, domain, i, t, grid, **kw)
         return
-    from .. import _memory
-
     wkw = dict(kw)
     if wkw.get("max_regions") is not None:
         wkw["max_regions"] = max(1, int(wkw["max_regions"]) // want)
-    limit = None
-    if _memory.LIMIT is not None:
-        limit = max(1, (_memory.LIMIT - _memory.rss_bytes()) // want)
-    ctx = mp.get_context("fork")
-    pool = ctx.Pool(want, initializer=_worker_start, initargs=(net, domain, grid, wkw, limit))
-    try:
-        for out in pool.imap_unordered(_worker_tile, todo):
-            if isinstance(out, BaseException):
-                raise out
-            yield out
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
 
+    def one(item):
+        i, t = item
+        return summarise_tile(net, domain, i, t, grid, **wkw)
 
-_WORKER: dict = {}
-
-
-def _worker_start(net, domain, grid, kw: dict, limit):
-    from .. import _memory
-
-    _WORKER.update(net=net, domain=domain, grid=grid, kw=kw)
-    _memory.set_rss_limit(limit)
-
-
-def _worker_tile(item):
-    """One tile in a worker: its summary, or the exception it raised (sent back and raised in the parent)."""
-    import pickle
-
-    index, tile = item
-    w = _WORKER
-    try:
-        return summarise_tile(w["net"], w["domain"], index, tile, w["grid"], **w["kw"])
-    except Exception as e:  # noqa: BLE001  (raised again in the parent)
-        try:
-            pickle.dumps(e)
-            return e
-        except Exception:  # noqa: BLE001
-            from .._errors import RegionCountError
-
-            return RegionCountError(f"a tile failed in a worker process: {type(e).__name__}: {e}")
+    for _, out in fork_map(one, todo, want):
+        yield out
 
 
 def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:

@@ -18,6 +18,7 @@ from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
 from .._exact import ExactMap
+from .._fork import default_workers
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -28,6 +29,19 @@ from ._store import _Store
 
 #: Regions per batch once a partition grows past it (bounds the engine's working memory).
 BATCH = 1 << 15
+
+#: Processes that run the row batches of a large partition (forked from this one, each with its share of the
+#: resident-memory limit); None: ``REGIONCOUNT_WORKERS`` if set, else one per available core; 1: every batch
+#: here, one after the other.
+WORKERS: int | None = None
+
+#: Batches run on worker processes only where the partition has at least this many regions when it is cut
+#: into batches (below it, starting workers costs more than it saves).
+PARALLEL_MIN = 1 << 14
+
+#: Tags of the cuts a worker process makes start at ``its batch number * TAG_STRIDE`` past the tags already
+#: taken, so that tags stay distinct across batches run apart.
+TAG_STRIDE = 1 << 44
 
 
 @dataclasses.dataclass
@@ -78,6 +92,7 @@ class _Engine(_Decisions):
         self._shown = 0
         st.cap_check = self.cap_check
         self._after_relu: Affine | None = None
+        self.in_worker = False  # a forked worker runs its batches itself
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -117,6 +132,9 @@ class _Engine(_Decisions):
         n = st.n
         nb = -(-n // self.batch)
         cuts = np.linspace(0, n, nb + 1).astype(np.int64)
+        workers = min(default_workers(WORKERS), nb) if not self.in_worker and n >= PARALLEL_MIN else 1
+        if workers > 1:
+            return self._forked(ops, A, bd, span, start, cuts, workers)
         self.pending += n
         pieces: list[_Piece] = []
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
@@ -125,6 +143,55 @@ class _Engine(_Decisions):
             self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
             pieces += self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
         return pieces
+
+    def _batch_in_worker(self, b: int):
+        """Batch ``b`` of :attr:`_fork_job`, run in a forked child (which starts from this engine as it was at the
+        fork): its pieces and the counters it added."""
+        ops, A, bd, span, start, cuts, st, blocks, tag0 = self._fork_job
+        nb = cuts.size - 1
+        lo, hi = int(cuts[b]), int(cuts[b + 1])
+        self.in_worker = True
+        self.progress = None  # the parent reports progress as batches finish
+        self.next_tag = tag0 + b * TAG_STRIDE
+        # the cap sees the other batches at their size now (each only grows), as the first batch does when they
+        # run here one after the other; the parent checks the total again
+        self.pending += int(cuts[-1]) - (hi - lo)
+        before = (self.n_predicates, self.n_exact, self.n_assumed)
+        self.st = st.subset(lo, hi)
+        self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
+        pieces = self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
+        counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
+        return pieces, counts
+
+    def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int) -> list[_Piece]:
+        """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each batch in a child that
+        starts from this engine as it is and sends back its finished pieces. Counts and codes are those of the
+        batches run here one after the other; only the numbers of the tags of new cuts differ (they stay
+        distinct: each batch takes its own range)."""
+        from .._fork import fork_map
+
+        nb = cuts.size - 1
+        self._fork_job = (ops, A, bd, span, start, cuts, self.st, self.blocks, self.next_tag)
+        pos0 = self._pos
+        done: dict[int, list[_Piece]] = {}
+        try:
+            for b, (pieces, (n_pred, n_exact, n_assumed)) in fork_map(self._batch_in_worker, range(nb), workers):
+                done[b] = pieces
+                self.n_predicates += n_pred
+                self.n_exact += n_exact
+                self.n_assumed += n_assumed
+                self.finished += sum(p.nv.size for p in pieces)
+                self._pos = pos0 + span * len(done) / nb
+                shown = int(np.floor(self._pos + 1e-9))
+                if self.progress is not None and shown > self._shown:
+                    self._shown = shown
+                    self.progress(shown, self.total)
+        finally:
+            del self._fork_job
+        self.next_tag += nb * TAG_STRIDE
+        self.cap_check(0)
+        del self.st
+        return [p for b in range(nb) for p in done[b]]
 
     def _finish(self, A, bd: _Bounds) -> _Piece:
         st = self.st

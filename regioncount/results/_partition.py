@@ -263,9 +263,8 @@ class Partition:
         # every value compared below, ranked once (equal floats, equal ranks): a line and a rank make one
         # integer key, so the grouped searches are plain searches on sorted integers
         q_lo, q_hi = lo[F] + eps, hi[F] - eps
-        vals, rank = np.unique(np.concatenate([lo[B], hi[B], q_lo, q_hi]), return_inverse=True)
-        rank = rank.ravel().astype(np.int64)
-        nb, nf, span = B.size, F.size, np.int64(vals.size)
+        rank, n_vals = _dense_ranks(np.concatenate([lo[B], hi[B], q_lo, q_hi]))
+        nb, nf, span = B.size, F.size, np.int64(n_vals)
         rb_lo, rb_hi, rq_lo, rq_hi = rank[:nb], rank[nb : 2 * nb], rank[2 * nb : 2 * nb + nf], rank[2 * nb + nf :]
         kb = gid[B] * span + rb_lo
         ob = np.argsort(kb, kind="stable")
@@ -284,7 +283,8 @@ class Partition:
         i, j = rs[fi][ok], rs[bj][ok]
         if i.size == 0:
             return np.zeros((0, 2), np.int64)
-        key = np.unique((np.minimum(i, j).astype(np.int64) << 32) | np.maximum(i, j))
+        key = np.sort((np.minimum(i, j).astype(np.int64) << 32) | np.maximum(i, j))
+        key = key[np.r_[True, key[1:] != key[:-1]]]
         return np.stack([key >> 32, key & 0xFFFFFFFF], axis=1)
 
     @property
@@ -413,6 +413,22 @@ def maps_agree(Ma: np.ndarray, Mb: np.ndarray, rtol: float = 1e-9) -> np.ndarray
         return np.ones(Ma.shape[0], bool)
     size = np.maximum(np.abs(Ma).sum(axis=-1).max(axis=-1), np.abs(Mb).sum(axis=-1).max(axis=-1))
     return np.abs(Ma - Mb).sum(axis=-1).max(axis=-1) <= rtol * size
+
+
+def _dense_ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Ranks ``(n,)`` int64 of the values ``x`` among their distinct values (equal values, equal ranks; as the
+    inverse of ``np.unique``) and the number of distinct values."""
+    if x.size == 0:
+        return np.zeros(0, np.int64), 0
+    order = np.argsort(x)
+    xs = x[order]
+    new = np.empty(x.size, np.int64)
+    new[0] = 0
+    np.not_equal(xs[1:], xs[:-1], out=new[1:], casting="unsafe")
+    np.cumsum(new, out=new)
+    rank = np.empty(x.size, np.int64)
+    rank[order] = new
+    return rank, int(new[-1]) + 1
 
 
 def _searchsorted_grouped(gk, gv, qk, qv, side: str) -> np.ndarray:

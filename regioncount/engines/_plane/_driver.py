@@ -60,6 +60,11 @@ class _Piece:
     eb: np.ndarray
 
 
+def _cat(parts: list) -> np.ndarray:
+    """The pieces' arrays joined; one piece's array as it is (no copy: the engine made it for this)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _leaves(op) -> int:
     return sum(_leaves(o) for o in op.body) if isinstance(op, Residual) else 1
 
@@ -342,21 +347,22 @@ def partition_plane(
                 "float64 overflow: the network's values exceed the range of float64 on this domain, so no exact "
                 "count can be made; rescale the network's weights or shrink the domain"
             ) from exc
-    nv = np.concatenate([p.nv for p in pieces])
+    nv = _cat([p.nv for p in pieces])
     offsets = np.zeros(nv.size + 1, np.int64)
     np.cumsum(nv, out=offsets[1:])
-    verts = c + h * np.concatenate([p.verts for p in pieces])
-    tags = np.concatenate([p.tags for p in pieces])
-    areas = np.concatenate([p.areas for p in pieces]) * (h[0] * h[1])
-    Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, 3) in u'
+    verts = _cat([p.verts for p in pieces])
+    verts *= h  # in place: the pieces' arrays are the engine's own (the same values as c + h * verts)
+    verts += c
+    tags = _cat([p.tags for p in pieces])
+    areas = _cat([p.areas for p in pieces])
+    areas *= h[0] * h[1]
+    Mn = _cat([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, 3) in u'
     maps = np.empty_like(Mn)
     maps[..., 0] = Mn[..., 0] / h[0]
     maps[..., 1] = Mn[..., 1] / h[1]
     maps[..., 2] = Mn[..., 2] - Mn[..., 0] * c[0] / h[0] - Mn[..., 1] * c[1] / h[1]
-    blocks = [
-        (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
-    ]
-    rad = np.concatenate([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
+    blocks = [(kind, w, _cat([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)]
+    rad = _cat([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
     stats = {
         "predicates": eng.n_predicates,
         "exact_predicates": eng.n_exact,

@@ -97,9 +97,8 @@ def cli_rows(blas: int | None, repeat: int) -> list[dict]:
 
 def child_steps() -> dict:
     import regioncount as rc
-    from regioncount._io import load_model
 
-    net = load_model(NPZ)
+    net = rc.load_model(NPZ)
     box = rc.Box(-2, 2, 2)
     best: dict = {}
     for _ in range(3):

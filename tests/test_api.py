@@ -238,3 +238,18 @@ def test_notebooks_scripts_benchmarks_and_the_cli_import_only_public_names():
         "regioncount.engines._plane.partition_plane",
     ]
     assert _private_imports("from regioncount import _config") == ["regioncount._config"]
+
+
+def test_the_exact_count_of_a_state_dict_does_not_import_jax(tmp_path):
+    # the exact 2D path of a torch-layout MLP file, linear regions included: NumPy engines only (issue 21)
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mlp.npz"
+    np.savez(path, **{"0.weight": rng.normal(size=(8, 2)), "0.bias": rng.normal(size=8),
+                      "2.weight": rng.normal(size=(1, 8)), "2.bias": rng.normal(size=1)})  # fmt: skip
+    run = _cli_imports("count", str(path), "--box", "-2", "2", "--json")
+    assert run["code"] == 0
+    doc = json.loads(run["out"])
+    assert doc["exact"] and doc["regions"] >= doc["linear_regions"] > 1
+    assert "jax" not in run["heavy"]

@@ -123,3 +123,43 @@ def test_polytopes_decide_linear_regions_exactly_too():
     assert poly.linear_exact
     assert poly.linear_regions() == poly.n_regions
     assert poly.linear_regions(rtol=1e-9) < poly.n_regions
+
+
+def _recomposed_labels(part):
+    """The merge with every region's map re-composed from its code (results/_linear.output_maps)."""
+    from regioncount.results._linear import linear_labels
+
+    x0, V = part.domain.input_map()
+    stats: dict = {}
+    lab = linear_labels(part.n_regions, part.adjacency(), part.program, part.codes, x0, V, stats)
+    return lab, stats
+
+
+@pytest.mark.parametrize("seed", [0, 1, 4, 7])
+def test_the_engine_maps_decide_linear_regions_as_the_recomposed_maps_do(seed):
+    # dead and merged units: a hidden layer whose outgoing weights are partly zero makes neighbours share maps
+    net = random_mlp(2, [12, 10, 8], seed=seed)
+    W = [w.copy() for w in net.weights]
+    W[3][:, :4] = 0.0  # four last-layer units feed nothing: crossing them keeps the map
+    W[2][:3, :] = 0.0  # three units of the last hidden layer are constants
+    net = MLP(tuple(W), net.biases)
+    part = partition_plane(net, BOX)
+    lab, rec = _recomposed_labels(part)
+    assert np.array_equal(part.linear_region_labels(), lab)
+    assert part.linear_regions() < part.n_regions  # the case has merges to decide
+    # the engine's bounds decide at least as many pairs in floats as the re-composed ones leave
+    assert part.stats["linear_pairs"] == rec["linear_pairs"]
+
+
+def test_the_engine_maps_decide_linear_regions_on_a_slice():
+    from regioncount import Slice
+
+    net = random_mlp(3, [9, 7], seed=5)
+    W = [w.copy() for w in net.weights]
+    W[2][:, :3] = 0.0
+    net = MLP(tuple(W), net.biases)
+    dom = Slice([0.1, -0.2, 0.3], [1.0, 0.5, -0.25], [0.0, 1.0, 0.75], (-1.5, -1.0), (1.0, 2.0))
+    part = partition_plane(net, dom)
+    lab, _ = _recomposed_labels(part)
+    assert np.array_equal(part.linear_region_labels(), lab)
+    assert part.linear_regions() < part.n_regions

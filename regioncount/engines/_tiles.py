@@ -230,6 +230,7 @@ def count_tiled(
     rtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
     certify: bool = False,
+    workers: int | None = None,
 ) -> TiledCount:
     """Exact regions and linear regions of ``net`` on a 2D ``domain`` from ``tiles`` partitioned
     independently (``tiles``: N or ``(rows, cols)``, see :func:`tile_grid`).
@@ -243,6 +244,13 @@ def count_tiled(
     ``progress(done, total)`` is called as tiles finish. ``certify``: check every tile's partition with
     :func:`regioncount.results.certify` and the merge by a second route (see :func:`certify_merge`); the
     result's ``certificate`` then holds both, with ``passed`` false if any check failed.
+    ``workers`` (without ``client``): processes that run the tiles, forked from this one; 1 runs them here, one
+    after the other. None (the default) runs the first tile here and, where the tiles left would take longer
+    than :data:`PARALLEL_AFTER_S` at its pace (a large count), the rest on ``REGIONCOUNT_WORKERS`` processes, or
+    one per available core; every worker's
+    share of ``max_regions`` and of the resident-memory limit (:mod:`regioncount._memory`) is its part of
+    the whole, so the run stays within them. Only tile summaries travel back (their partitions too with
+    ``keep``), and the counts do not depend on which process ran which tile.
     """
     t0 = time.perf_counter()
     grid = tile_grid(tiles)
@@ -260,7 +268,7 @@ def count_tiled(
         max_regions = max(1, int(max_regions) // n_workers(client))
     kw = dict(max_regions=max_regions, keep=keep, rtol=rtol, shards=shards, certify=certify)
     if client is None:
-        summaries: Iterable[TileSummary] = (summarise_tile(net, domain, i, t, grid, **kw) for i, t in parts)
+        summaries: Iterable[TileSummary] = _local_summaries(net, domain, parts, grid, kw, workers)
     else:
         from ._distributed import map_tasks
 
@@ -274,6 +282,40 @@ def count_tiled(
     if certify:
         out.certificate = certify_merge(domain, grid, done, out)
     return out
+
+
+#: With ``workers=None``, the rest of a count goes to worker processes where the first tile's time, times the
+#: tiles left, passes this (seconds).
+PARALLEL_AFTER_S = 0.5
+
+
+def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | None) -> Iterable[TileSummary]:
+    """Tile summaries computed on this machine, in this process or on forked workers (see :func:`count_tiled`)."""
+    from ._fork import default_workers, fork_map
+
+    todo = list(parts)
+    want = default_workers(workers)
+    if workers is None and want > 1 and todo:
+        i, t = todo.pop(0)
+        first = summarise_tile(net, domain, i, t, grid, **kw)
+        yield first
+        if first.seconds * len(todo) < PARALLEL_AFTER_S:
+            want = 1  # a small count: starting workers would cost more than it saves
+    want = min(want, len(todo))
+    if want <= 1:
+        for i, t in todo:
+            yield summarise_tile(net, domain, i, t, grid, **kw)
+        return
+    wkw = dict(kw)
+    if wkw.get("max_regions") is not None:
+        wkw["max_regions"] = max(1, int(wkw["max_regions"]) // want)
+
+    def one(item):
+        i, t = item
+        return summarise_tile(net, domain, i, t, grid, **wkw)
+
+    for _, out in fork_map(one, todo, want):
+        yield out
 
 
 def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:
@@ -299,23 +341,16 @@ def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:
     }
     piece0 = np.cumsum([0] + [s.pieces for s in S])
     edges, missed = [], 0
-    for k, (r, c) in enumerate(order):
-        for side, other, oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
-            if other not in summaries:
-                continue
-            j = other[0] * cols + other[1]
-            a, b = S[k], S[j]
-            ia, ib = _overlapping(a.sides[side], b.sides[oside])
-            ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
-            same = np.all(a.codes[ka] == b.codes[kb], axis=1)
-            edges.append(np.stack([piece0[k] + ia, piece0[j] + ib], 1)[same])
-            # every code on both sides of this border must have been found overlapping itself across it
-            pa = np.unique(a.sides[side][0])
-            pb = np.unique(b.sides[oside][0])
-            ca = {bytes(x) for x in a.codes[np.searchsorted(a.border, pa)]}
-            cb = {bytes(x) for x in b.codes[np.searchsorted(b.border, pb)]}
-            found = {bytes(x) for x in a.codes[ka[same]]}
-            missed += len((ca & cb) - found)
+    for k, j, side, oside, ia, ib, ka, _kb, same in _border_pairs(grid, S):
+        a, b = S[k], S[j]
+        edges.append(np.stack([piece0[k] + ia, piece0[j] + ib], 1)[same])
+        # every code on both sides of this border must have been found overlapping itself across it
+        pa = np.unique(a.sides[side][0])
+        pb = np.unique(b.sides[oside][0])
+        ca = {bytes(x) for x in a.codes[np.searchsorted(a.border, pa)]}
+        cb = {bytes(x) for x in b.codes[np.searchsorted(b.border, pb)]}
+        found = {bytes(x) for x in a.codes[ka[same]]}
+        missed += len((ca & cb) - found)
     cells, _ = _count_components(int(piece0[-1]), edges)
     ok = cells == merged.regions and missed == 0
     merge = {
@@ -371,6 +406,27 @@ def _overlapping(a: tuple, b: tuple):
     return pa[out[0][0][ok]], pb[out[1][0][ok]]
 
 
+def _border_pairs(grid, S: list):
+    """Every inner border once (each tile with the one to its right, its LEFT side, and the one above, its
+    BOTTOM), as ``(k, j, side, oside, ia, ib, ka, kb, same)``: tiles ``k`` and ``j`` (row-major indices into
+    ``S``), their sides on the border, the overlapping piece pairs ``(ia, ib)`` (:func:`_overlapping`), their
+    rows ``(ka, kb)`` in each summary's border arrays, and whether each pair carries the same code. The one
+    walk :func:`merge_tiles` and :func:`certify_merge` share."""
+    rows, cols = grid
+    for r in range(rows):
+        for c in range(cols):
+            k = r * cols + c
+            for side, (r2, c2), oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
+                if r2 >= rows or c2 >= cols:
+                    continue
+                j = r2 * cols + c2
+                a, b = S[k], S[j]
+                ia, ib = _overlapping(a.sides[side], b.sides[oside])
+                ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
+                same = np.all(a.codes[ka] == b.codes[kb], axis=1)
+                yield k, j, side, oside, ia, ib, ka, kb, same
+
+
 def _same_code_edges(S: list, piece0: np.ndarray, lin0: np.ndarray):
     """Cell and linear-region edges joining the border pieces of all tiles that carry the same code.
 
@@ -411,20 +467,12 @@ def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: f
     # codes whose maps agree across a border segment they share (a boundary that runs along the border)
     same_cells, same_lin = _same_code_edges(S, piece0, lin0)
     cell_edges, lin_edges = [same_cells], [same_lin]
-    for k, (r, c) in enumerate(order):
-        # each border once: with the tile to the right (its LEFT) and the one above (its BOTTOM)
-        for side, other, oside in ((RIGHT, (r, c + 1), LEFT), (TOP, (r + 1, c), BOTTOM)):
-            if other not in summaries:
-                continue
-            j = other[0] * cols + other[1]
-            a, b = S[k], S[j]
-            ia, ib = _overlapping(a.sides[side], b.sides[oside])
-            if ia.size == 0:
-                continue
-            ka, kb = np.searchsorted(a.border, ia), np.searchsorted(b.border, ib)
-            other_code = ~np.all(a.codes[ka] == b.codes[kb], axis=1)
-            join = other_code & maps_agree(a.maps[ka], b.maps[kb], rtol)
-            lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[join])
+    for k, j, _, _, ia, ib, ka, kb, same in _border_pairs(grid, S):
+        if ia.size == 0:
+            continue
+        a, b = S[k], S[j]
+        join = ~same & maps_agree(a.maps[ka], b.maps[kb], rtol)
+        lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[join])
     cells, cell_lab = _count_components(int(piece0[-1]), cell_edges)
     lins, lin_lab = _count_components(int(lin0[-1]), lin_edges)
     out = TiledCount(

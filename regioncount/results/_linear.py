@@ -84,14 +84,20 @@ def candidate_labels(F, E) -> list:
 
 def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None, float_maps_=None) -> np.ndarray:
     """``(m,)`` bool: whether the output maps of regions ``pairs[:, 0]`` and ``pairs[:, 1]`` are equal in exact
-    arithmetic (module docstring). ``codes (R, C)``: flat codes in the forward pass's layout; ``x = x0 + V u``
-    the domain's input map (floats taken exactly). ``stats`` (optional) receives how many pairs each step
-    decided."""
+    arithmetic (module docstring). ``codes (R, C)``: flat codes in the forward pass's layout, or a function
+    ``codes(index) -> (n, C)`` giving the rows ``index`` (then only the rows the exact step needs are expanded;
+    ``float_maps_`` is required with it); ``x = x0 + V u`` the domain's input map (floats taken exactly).
+    ``float_maps_ (F (R, c, d_out), E (R, d_out))``: float output maps in any coordinates that are an exact
+    invertible affine image of ``u``, with a rigorous bound on each coefficient's error (default: recomputed
+    from the codes by :func:`output_maps`). ``stats`` (optional) receives how many pairs each step decided."""
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    codes = np.asarray(codes)
+    if float_maps_ is None:
+        codes = np.asarray(codes)
+        F, E = output_maps(program, codes, x0, V)
+    else:
+        F, E = float_maps_
     out = np.zeros(pairs.shape[0], bool)
     undecided = np.ones(pairs.shape[0], bool)
-    F, E = output_maps(program, codes, x0, V) if float_maps_ is None else float_maps_
     n_float = 0
     if F is not None and pairs.size:
         a, b = pairs[:, 0], pairs[:, 1]
@@ -105,9 +111,12 @@ def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = Non
     idx = np.flatnonzero(undecided)
     if idx.size:
         ex = ExactProgram.of_domain(program, x0, V, size=max(4096, 2 * idx.size))
+        need = np.unique(pairs[idx])
+        rows = codes(need) if callable(codes) else np.asarray(codes)[need]
+        at = {int(r): k for k, r in enumerate(need.tolist())}
         for e in idx.tolist():
-            i, j = int(pairs[e, 0]), int(pairs[e, 1])
-            out[e] = exact_equal(ex.output(codes[i]), ex.output(codes[j]))
+            i, j = at[int(pairs[e, 0])], at[int(pairs[e, 1])]
+            out[e] = exact_equal(ex.output(rows[i]), ex.output(rows[j]))
     if stats is not None:
         stats.update(linear_pairs=int(pairs.shape[0]), linear_float=n_float, linear_exact=int(idx.size))
     return out

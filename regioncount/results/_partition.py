@@ -73,6 +73,7 @@ class Partition:
         stats: dict | None = None,
         copy: bool = True,
         program=None,
+        engine_maps=None,
     ):
         own = _owned if copy else _adopted
         self.domain = domain
@@ -103,6 +104,12 @@ class Partition:
         #: the lowered network (:class:`~regioncount.networks.Program`) the engine partitioned, or None: with it,
         #: linear regions are decided exactly (:mod:`._linear`)
         self.program = program
+        # optional ``(F (R, 3, out), E (out,) or (R, out))``: the engine's float output maps in the domain's
+        # normalised coordinates ``u = c + h u'`` and a rigorous bound on every coefficient's distance from the
+        # exact map there (the plane engine's op bounds). Exact maps are equal in ``u'`` iff they are equal in
+        # ``u`` (an invertible affine change of coordinates), so the linear-region merge filters with these
+        # instead of re-composing every region's map from its code.
+        self._engine_maps = engine_maps
         self._linear: np.ndarray | None = None
         self._sealed = True
 
@@ -228,18 +235,24 @@ class Partition:
         keep = length > eps
         P, Q, d, length, reg = P[keep], Q[keep], d[keep], length[keep], reg[keep]
         tags = self.edge_tags[keep] if self.edge_tags is not None else _line_tags(P, Q, d, length, diam)
-        # direction of each line: its longest edge
-        order = np.lexsort((-length, tags))
+        # group the edges by line (a stable sort: within a line, edges keep their order); each line's direction
+        # is that of its longest edge, the first of them in that order where several are equally long
+        order = np.argsort(tags, kind="stable")
         tg = tags[order]
         start = np.ones(tg.size, bool)
         start[1:] = tg[1:] != tg[:-1]
         gid = np.cumsum(start) - 1
-        lead = order[start]
+        ls = length[order]
+        gmax = np.maximum.reduceat(ls, np.flatnonzero(start))
+        cand = np.flatnonzero(ls == gmax[gid])
+        first_c = np.ones(cand.size, bool)
+        first_c[1:] = gid[cand[1:]] != gid[cand[:-1]]
+        lead = order[cand[first_c]]
         u = d[lead] / length[lead, None]
         ug = u[gid]
         Ps, Qs, rs = P[order], Q[order], reg[order]
-        a = np.sum(Ps * ug, axis=1)
-        b = np.sum(Qs * ug, axis=1)
+        a = Ps[:, 0] * ug[:, 0] + Ps[:, 1] * ug[:, 1]
+        b = Qs[:, 0] * ug[:, 0] + Qs[:, 1] * ug[:, 1]
         fwd = b > a
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         # the two sides of a line run in opposite directions (every polygon is counter-clockwise)
@@ -247,20 +260,32 @@ class Partition:
         B = np.flatnonzero(~fwd)
         if F.size == 0 or B.size == 0:
             return np.zeros((0, 2), np.int64)
-        B = B[np.lexsort((lo[B], gid[B]))]
-        first = _searchsorted_grouped(gid[B], hi[B], gid[F], lo[F] + eps, "right")
-        # intervals on one side are disjoint, so sorting by start or by end agrees
-        last = _searchsorted_grouped(gid[B], lo[B], gid[F], hi[F] - eps, "left")
+        # every value compared below, ranked once (equal floats, equal ranks): a line and a rank make one
+        # integer key, so the grouped searches are plain searches on sorted integers
+        q_lo, q_hi = lo[F] + eps, hi[F] - eps
+        rank, n_vals = _dense_ranks(np.concatenate([lo[B], hi[B], q_lo, q_hi]))
+        nb, nf, span = B.size, F.size, np.int64(n_vals)
+        rb_lo, rb_hi, rq_lo, rq_hi = rank[:nb], rank[nb : 2 * nb], rank[2 * nb : 2 * nb + nf], rank[2 * nb + nf :]
+        kb = gid[B] * span + rb_lo
+        ob = np.argsort(kb, kind="stable")
+        B = B[ob]
+        kb_lo = kb[ob]
+        # first: how many of the line's edges end at or before the query's start (sorted on their own: intervals
+        # on one side are disjoint, so this also indexes them in order of their starts)
+        kb_hi = np.sort(gid[B] * span + rb_hi[ob])
+        first = np.searchsorted(kb_hi, gid[F] * span + rq_lo, "right")
+        last = np.searchsorted(kb_lo, gid[F] * span + rq_hi, "left")
         cnt = np.maximum(last - first, 0)
         fi = np.repeat(F, cnt)
         bj = B[np.repeat(first - np.cumsum(cnt) + cnt, cnt) + np.arange(cnt.sum())]
         overlap = np.minimum(hi[fi], hi[bj]) - np.maximum(lo[fi], lo[bj])
         ok = (overlap > eps) & (rs[fi] != rs[bj])
         i, j = rs[fi][ok], rs[bj][ok]
-        pairs = np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
-        if pairs.size == 0:
+        if i.size == 0:
             return np.zeros((0, 2), np.int64)
-        return np.unique(pairs, axis=0)
+        key = np.sort((np.minimum(i, j).astype(np.int64) << 32) | np.maximum(i, j))
+        key = key[np.r_[True, key[1:] != key[:-1]]]
+        return np.stack([key >> 32, key & 0xFFFFFFFF], axis=1)
 
     @property
     def linear_exact(self) -> bool:
@@ -283,7 +308,12 @@ class Partition:
                 from ._linear import linear_labels
 
                 x0, V = self.domain.input_map()
-                lab = linear_labels(R, E, self.program, self.codes, x0, V, self.stats)
+                fm = None
+                if self._engine_maps is not None:
+                    F, Eb = self._engine_maps
+                    fm = (F, np.broadcast_to(Eb, (R, F.shape[2])))
+                # codes are expanded only for the pairs the float filter leaves to exact arithmetic
+                lab = linear_labels(R, E, self.program, self.code_rows, x0, V, self.stats, fm)
                 lab.setflags(write=False)
                 self._linear = lab
             return self._linear
@@ -383,6 +413,22 @@ def maps_agree(Ma: np.ndarray, Mb: np.ndarray, rtol: float = 1e-9) -> np.ndarray
         return np.ones(Ma.shape[0], bool)
     size = np.maximum(np.abs(Ma).sum(axis=-1).max(axis=-1), np.abs(Mb).sum(axis=-1).max(axis=-1))
     return np.abs(Ma - Mb).sum(axis=-1).max(axis=-1) <= rtol * size
+
+
+def _dense_ranks(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Ranks ``(n,)`` int64 of the values ``x`` among their distinct values (equal values, equal ranks; as the
+    inverse of ``np.unique``) and the number of distinct values."""
+    if x.size == 0:
+        return np.zeros(0, np.int64), 0
+    order = np.argsort(x)
+    xs = x[order]
+    new = np.empty(x.size, np.int64)
+    new[0] = 0
+    np.not_equal(xs[1:], xs[:-1], out=new[1:], casting="unsafe")
+    np.cumsum(new, out=new)
+    rank = np.empty(x.size, np.int64)
+    rank[order] = new
+    return rank, int(new[-1]) + 1
 
 
 def _searchsorted_grouped(gk, gv, qk, qv, side: str) -> np.ndarray:

@@ -18,6 +18,7 @@ from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
 from .._exact import ExactMap
+from .._fork import default_workers
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -29,11 +30,25 @@ from ._store import _Store
 #: Regions per batch once a partition grows past it (bounds the engine's working memory).
 BATCH = 1 << 15
 
+#: Processes that run the row batches of a large partition (forked from this one, each with its share of the
+#: resident-memory limit); None: ``REGIONCOUNT_WORKERS`` if set, else one per available core; 1: every batch
+#: here, one after the other.
+WORKERS: int | None = None
+
+#: Batches run on worker processes only where the partition has at least this many regions when it is cut
+#: into batches (below it, starting workers costs more than it saves).
+PARALLEL_MIN = 1 << 14
+
+#: Tags of the cuts a worker process makes start at ``its batch number * TAG_STRIDE`` past the tags already
+#: taken, so that tags stay distinct across batches run apart.
+TAG_STRIDE = 1 << 44
+
 
 @dataclasses.dataclass
 class _Piece:
     """A finished batch of regions, flattened: normalised vertices, counts, edge tags, areas, output maps
-    ``(R, 3, out)`` in normalised coordinates, and code blocks."""
+    ``(R, 3, out)`` in normalised coordinates, a bound ``(out,)`` on every output coefficient's distance from
+    the exact one (the op bounds, :class:`~._maps._Bounds`), and code blocks."""
 
     verts: np.ndarray
     nv: np.ndarray
@@ -42,6 +57,12 @@ class _Piece:
     areas: np.ndarray
     maps: np.ndarray
     blocks: list
+    eb: np.ndarray
+
+
+def _cat(parts: list) -> np.ndarray:
+    """The pieces' arrays joined; one piece's array as it is (no copy: the engine made it for this)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _leaves(op) -> int:
@@ -76,6 +97,7 @@ class _Engine(_Decisions):
         self._shown = 0
         st.cap_check = self.cap_check
         self._after_relu: Affine | None = None
+        self.in_worker = False  # a forked worker runs its batches itself
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -108,13 +130,16 @@ class _Engine(_Decisions):
             self._step = unit
             self.pos = start + sum(leaves[:k])
             A, bd, _ = self.run([op], A, bd)
-        return [self._finish(A)]
+        return [self._finish(A, bd)]
 
     def _batched(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
         st, blocks = self.st, self.blocks
         n = st.n
         nb = -(-n // self.batch)
         cuts = np.linspace(0, n, nb + 1).astype(np.int64)
+        workers = min(default_workers(WORKERS), nb) if not self.in_worker and n >= PARALLEL_MIN else 1
+        if workers > 1:
+            return self._forked(ops, A, bd, span, start, cuts, workers)
         self.pending += n
         pieces: list[_Piece] = []
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
@@ -124,7 +149,56 @@ class _Engine(_Decisions):
             pieces += self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
         return pieces
 
-    def _finish(self, A) -> _Piece:
+    def _batch_in_worker(self, b: int):
+        """Batch ``b`` of :attr:`_fork_job`, run in a forked child (which starts from this engine as it was at the
+        fork): its pieces and the counters it added."""
+        ops, A, bd, span, start, cuts, st, blocks, tag0 = self._fork_job
+        nb = cuts.size - 1
+        lo, hi = int(cuts[b]), int(cuts[b + 1])
+        self.in_worker = True
+        self.progress = None  # the parent reports progress as batches finish
+        self.next_tag = tag0 + b * TAG_STRIDE
+        # the cap sees the other batches at their size now (each only grows), as the first batch does when they
+        # run here one after the other; the parent checks the total again
+        self.pending += int(cuts[-1]) - (hi - lo)
+        before = (self.n_predicates, self.n_exact, self.n_assumed)
+        self.st = st.subset(lo, hi)
+        self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
+        pieces = self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
+        counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
+        return pieces, counts
+
+    def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int) -> list[_Piece]:
+        """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each batch in a child that
+        starts from this engine as it is and sends back its finished pieces. Counts and codes are those of the
+        batches run here one after the other; only the numbers of the tags of new cuts differ (they stay
+        distinct: each batch takes its own range)."""
+        from .._fork import fork_map
+
+        nb = cuts.size - 1
+        self._fork_job = (ops, A, bd, span, start, cuts, self.st, self.blocks, self.next_tag)
+        pos0 = self._pos
+        done: dict[int, list[_Piece]] = {}
+        try:
+            for b, (pieces, (n_pred, n_exact, n_assumed)) in fork_map(self._batch_in_worker, range(nb), workers):
+                done[b] = pieces
+                self.n_predicates += n_pred
+                self.n_exact += n_exact
+                self.n_assumed += n_assumed
+                self.finished += sum(p.nv.size for p in pieces)
+                self._pos = pos0 + span * len(done) / nb
+                shown = int(np.floor(self._pos + 1e-9))
+                if self.progress is not None and shown > self._shown:
+                    self._shown = shown
+                    self.progress(shown, self.total)
+        finally:
+            del self._fork_job
+        self.next_tag += nb * TAG_STRIDE
+        self.cap_check(0)
+        del self.st
+        return [p for b in range(nb) for p in done[b]]
+
+    def _finish(self, A, bd: _Bounds) -> _Piece:
         st = self.st
         R = st.n
         A = _materialise(A)
@@ -138,6 +212,7 @@ class _Engine(_Decisions):
             _areas(st.V[:R]),
             np.ascontiguousarray(A[:, :, self.program.out_token, :]),
             [(kind, w, a.copy()) for kind, w, a in self.blocks],
+            np.asarray(bd.eb[self.program.out_token], np.float64).copy(),
         )
         self.finished += R
         del self.st  # the next batch sets its own store
@@ -272,27 +347,31 @@ def partition_plane(
                 "float64 overflow: the network's values exceed the range of float64 on this domain, so no exact "
                 "count can be made; rescale the network's weights or shrink the domain"
             ) from exc
-    nv = np.concatenate([p.nv for p in pieces])
+    nv = _cat([p.nv for p in pieces])
     offsets = np.zeros(nv.size + 1, np.int64)
     np.cumsum(nv, out=offsets[1:])
-    verts = c + h * np.concatenate([p.verts for p in pieces])
-    tags = np.concatenate([p.tags for p in pieces])
-    areas = np.concatenate([p.areas for p in pieces]) * (h[0] * h[1])
-    Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, 3) in u'
+    verts = _cat([p.verts for p in pieces])
+    verts *= h  # in place: the pieces' arrays are the engine's own (the same values as c + h * verts)
+    verts += c
+    tags = _cat([p.tags for p in pieces])
+    areas = _cat([p.areas for p in pieces])
+    areas *= h[0] * h[1]
+    Mn = _cat([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, 3) in u'
     maps = np.empty_like(Mn)
     maps[..., 0] = Mn[..., 0] / h[0]
     maps[..., 1] = Mn[..., 1] / h[1]
     maps[..., 2] = Mn[..., 2] - Mn[..., 0] * c[0] / h[0] - Mn[..., 1] * c[1] / h[1]
-    blocks = [
-        (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
-    ]
-    rad = np.concatenate([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
+    blocks = [(kind, w, _cat([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)]
+    rad = _cat([p.rad for p in pieces]) * float(np.max(h)) + 4 * EPS * float(np.max(np.abs(c) + h))
     stats = {
         "predicates": eng.n_predicates,
         "exact_predicates": eng.n_exact,
         "assumed": eng.n_assumed,
         "min_area": float(areas.min()) if areas.size else None,
     }
+    # the engine's own output maps and their error bounds (every batch's bound, the largest): the linear-region
+    # merge compares these instead of re-composing every region's map from its code (results/_linear.py)
+    eb = np.max([p.eb for p in pieces], axis=0) if pieces else np.zeros(0)
     part = Partition(
         domain,
         verts,
@@ -305,5 +384,6 @@ def partition_plane(
         stats=stats,
         copy=False,
         program=program,
+        engine_maps=(Mn.transpose(0, 2, 1), eb),
     )
     return part

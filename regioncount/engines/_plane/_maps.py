@@ -159,7 +159,8 @@ def _affine(A, op: Affine, bd: _Bounds):
                 if idx.size == P0.shape[0] and np.array_equal(idx, np.arange(idx.size)):
                     out[lo:hi] = P0  # no parent split in this chunk: a plain copy, no gather
                 else:
-                    out[lo:hi] = P0[idx]
+                    # gathered straight into place; the indices are in range, and mode="clip" skips the buffered copy
+                    np.take(P0, idx, axis=0, out=out[lo:hi], mode="clip")
             t, dj = j // d, j % d
             key = r * T + t
             new = np.r_[True, key[1:] != key[:-1]]

@@ -15,7 +15,7 @@ from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Masked
-from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs
+from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs, _norm
 
 
 @KERNELS.register("relu")
@@ -79,6 +79,10 @@ def _classify(eng, rows, w, e):
     return pos, neg
 
 
+#: Entries per chunk of the disc test in :func:`_sides` (its temporaries stay in cache).
+_SIDES_CHUNK = 1 << 14
+
+
 def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     """Per parent and unit: may the unit take values > 0 (pos) and < 0 (neg) on the exact polygon?
 
@@ -94,21 +98,26 @@ def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     # |c| <= 1 for every centre (they lie in the square), so the rounding of the value at the centre and
     # the error of its coefficients are bounded per unit
     k0 = (gamma(3) * hb + 3 * err) * (1 + 1e-9) + TINY  # hb bounds |a1| + |a2| + |a0|
-    step = max(1, _CHUNK // max(1, 4 * D))
+    e2 = 2 * err + NORM_SLACK
+    # small chunks: the dozen passes over each stay in cache
+    step = max(1, _SIDES_CHUNK // max(1, D))
     for lo in range(0, R0, step):
         sl = slice(lo, min(R0, lo + step))
         ctr, rad = st.cen[sl], st.rad[sl]
         a = Af[sl]
-        sc = a[:, 0] * ctr[:, :1] + a[:, 1] * ctr[:, 1:] + a[:, 2]
-        reach = np.hypot(a[:, 0], a[:, 1])
-        reach += 2 * err
-        reach *= rad[:, None] * (1 + 16 * EPS)
+        sc = a[:, 0] * ctr[:, :1]
+        sc += a[:, 1] * ctr[:, 1:]
+        sc += a[:, 2]  # (a0 c0 + a1 c1) + a2, as written out
+        reach = _norm(a[:, 0], a[:, 1])  # within (1 + 3 EPS) and NORM_SLACK of the norm: in e2 and the factor
+        reach += e2
+        reach *= rad[:, None] * (1 + 20 * EPS)
         reach += k0
         p = sc > reach
-        n = sc < -reach
-        pos[sl], neg[sl] = p, n
-        p, j = np.nonzero(~(p | n))
-        amb_p.append(p + lo)
+        amb = np.abs(sc) <= reach  # neither side proven (no NaN: the engine raises on invalid values)
+        pos[sl] = p
+        np.logical_not(p | amb, out=neg[sl])
+        q, j = np.nonzero(amb)
+        amb_p.append(q + lo)
         amb_j.append(j)
     p, j = np.concatenate(amb_p), np.concatenate(amb_j)
     step = max(1, _CHUNK // (8 * st.M))

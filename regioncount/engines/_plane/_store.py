@@ -46,11 +46,10 @@ class _Store:
         order: later ops then work on parents in chunks that map to contiguous runs of regions."""
         n = self.n
         order = np.argsort(self.anc[:n], kind="stable")
-        for name in ("V", "nv", "tag", "R", "cen", "rad", "anc"):
-            a = getattr(self, name)
-            a[:n] = a[:n][order]
-        for a in self.extra.values():
-            a[:n] = a[:n][order]
+        for a in [getattr(self, name) for name in ("V", "nv", "tag", "R", "cen", "rad", "anc")] + list(
+            self.extra.values()
+        ):
+            a[:n] = np.take(a[:n], order, axis=0, mode="clip")  # order is a permutation: in range
 
     def _widen(self, M: int):
         if M <= self.M:

@@ -1,0 +1,123 @@
+"""Work on forked processes of this machine: the tiles of a tiled count and the row batches of a large plane
+partition use both cores (or every core there is) without pickling the network or importing anything again.
+
+:func:`fork_map` runs ``fn(item)`` for each item in a fresh child forked from this process (copy on write: the
+child sees the parent's state as it was at the fork), at most ``workers`` at a time, and yields
+``(item, result)`` as they finish. A child sends its result back pickled through a pipe and leaves without the
+interpreter's teardown; an exception it raises is sent back and raised here; a child that dies without a result
+(killed, out of memory) raises :class:`RuntimeError` here instead of hanging. On any error, or an interrupt,
+the children still running are terminated. A process that has imported JAX does not fork (:func:`can_fork`). Each
+child gets its share of the resident-memory limit
+(:mod:`regioncount._memory`): what this process holds now plus its part of what is left.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing.connection import Connection
+from typing import cast
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def can_fork() -> bool:
+    """Whether this process can fork workers: the platform forks, and JAX is not loaded (its threads make a
+    fork unsafe, and it says so at every fork); a process that has imported JAX runs the work itself."""
+    import multiprocessing as mp
+    import sys
+
+    return "fork" in mp.get_all_start_methods() and "jax" not in sys.modules
+
+
+def default_workers(setting: int | None = None) -> int:
+    """Workers for forked work: ``setting`` if given, else ``REGIONCOUNT_WORKERS`` if set, else :func:`cores`;
+    1 where this process cannot fork (:func:`can_fork`)."""
+    if not can_fork():
+        return 1
+    want = setting
+    if want is None:
+        env = os.environ.get("REGIONCOUNT_WORKERS", "").strip()
+        if env:
+            try:
+                want = int(env)
+            except ValueError:
+                want = None
+    if want is None:
+        want = cores()
+    return max(1, int(want))
+
+
+def fork_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple]:
+    """``(item, fn(item))`` for each item, computed in forked children, at most ``workers`` at once, in the
+    order they finish (module docstring)."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    from .. import _memory
+
+    ctx = mp.get_context("fork")
+    todo = list(items)
+    workers = max(1, min(int(workers), len(todo)))
+    limit = None
+    if _memory.LIMIT is not None:
+        here = _memory.rss_bytes()
+        limit = here + max(1, (_memory.LIMIT - here) // workers)
+    running: dict = {}
+    try:
+        while todo or running:
+            while todo and len(running) < workers:
+                item = todo.pop(0)
+                r, w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_child, args=(fn, item, w, limit), daemon=True)
+                p.start()
+                w.close()
+                running[r] = (item, p)
+            for ready in wait(list(running)):
+                item, p = running.pop(ready)
+                conn = cast(Connection, ready)  # the keys of running are the read ends
+                try:
+                    ok, out = conn.recv()
+                except EOFError:
+                    ok, out = False, RuntimeError(f"a worker process ended without a result (exit status {p.exitcode})")
+                finally:
+                    conn.close()
+                    p.join()
+                if not ok:
+                    raise out
+                yield item, out
+    finally:
+        for _, p in running.values():
+            p.terminate()
+        for r, (_, p) in running.items():
+            p.join()
+            r.close()
+
+
+def _child(fn: Callable, item, conn, limit) -> None:
+    from .. import _memory
+
+    code = 0
+    try:
+        _memory.set_rss_limit(limit)
+        try:
+            msg = (True, fn(item))
+        except BaseException as e:  # noqa: BLE001  (sent to the parent and raised there)
+            msg = (False, e)
+        try:
+            conn.send(msg)
+        except Exception as e:  # noqa: BLE001  (an exception or result that does not pickle)
+            conn.send((False, RuntimeError(f"a worker process could not send its result: {type(e).__name__}: {e}")))
+    except BaseException:  # noqa: BLE001  (the parent sees the closed pipe)
+        code = 1
+    finally:
+        try:
+            conn.close()
+        finally:
+            os._exit(code)  # no teardown in a fork: the parent's finalisers and buffers are not the child's

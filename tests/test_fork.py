@@ -1,0 +1,135 @@
+"""Work on forked worker processes (engines/_fork.py): the tiles of a tiled count and the row batches of a large
+plane partition give the counts, codes and decisions of the same work done in one process.
+
+A process that has imported JAX does not fork (its threads make a fork unsafe), and the test session imports
+JAX, so each check runs in a fresh interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from regioncount.engines._fork import can_fork, default_workers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code: str) -> str:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def _forks() -> None:
+    import multiprocessing as mp
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("worker processes are forked; this platform cannot fork")
+
+
+def test_batches_on_worker_processes_equal_batches_run_here():
+    _forks()
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import regioncount as rc
+        from regioncount.engines._plane import _driver
+        assert "jax" not in sys.modules
+        net = rc.random_mlp(2, [16, 16, 16], seed=3, init="torch")
+        box = rc.Box(-2, 2, 2)
+        _driver.BATCH, _driver.PARALLEL_MIN = 64, 0
+        runs = {}
+        for w in (1, 2):
+            _driver.WORKERS = w
+            ticks = []
+            p = rc.partition_plane(net, box, progress=lambda d, t: ticks.append(d))
+            runs[w] = (p, ticks)
+        (a, ta), (b, tb) = runs[1], runs[2]
+        assert a.n_regions == b.n_regions > 64 * 4, a.n_regions
+        assert np.array_equal(a.code_bytes(), b.code_bytes())
+        assert np.array_equal(a.vertices, b.vertices) and np.array_equal(a.maps, b.maps)
+        assert a.linear_regions() == b.linear_regions()
+        for k in ("predicates", "exact_predicates", "assumed"):
+            assert a.stats[k] == b.stats[k], k
+        # the tags of cuts made apart differ, but group the same edges: the same neighbours
+        assert np.array_equal(a.adjacency(), b.adjacency())
+        assert ta[-1] == tb[-1] and tb == sorted(tb)
+        # the cap holds as it does here: a partition past max_regions is refused
+        try:
+            rc.partition_plane(net, box, max_regions=a.n_regions - 1)
+        except rc.MemoryCapError:
+            pass
+        else:
+            raise AssertionError("max_regions not enforced with worker processes")
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
+
+
+def test_tiles_on_worker_processes_equal_tiles_run_here():
+    _forks()
+    out = _run(
+        """
+        import sys
+        import regioncount as rc
+        from regioncount.engines._tiles import count_tiled
+        assert "jax" not in sys.modules
+        net = rc.random_mlp(2, [24, 24], seed=1, init="torch")
+        box = rc.Box(-2, 2, 2)
+        here = count_tiled(net, box, 6, workers=1)
+        there = count_tiled(net, box, 6, workers=2, keep=True)
+        whole = rc.partition_plane(net, box)
+        assert (there.regions, there.linear_regions, there.pieces) == (here.regions, here.linear_regions, here.pieces)
+        assert there.regions == whole.n_regions and there.partition.n_regions == there.pieces
+        try:
+            count_tiled(net, box, 4, workers=2, max_regions=4)
+        except rc.MemoryCapError:
+            pass
+        else:
+            raise AssertionError("a tile's error in a worker was not raised here")
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
+
+
+def test_fork_map_results_errors_and_dead_workers():
+    _forks()
+    out = _run(
+        """
+        import os
+        import pytest
+        from regioncount.engines._fork import can_fork, fork_map
+
+        def fail(x):
+            if x == 2:
+                raise ValueError("two")
+            return x
+
+        assert can_fork()
+        assert sorted(fork_map(lambda x: x * x, range(5), 2)) == [(i, i * i) for i in range(5)]
+        with pytest.raises(ValueError, match="two"):
+            list(fork_map(fail, range(4), 2))
+        with pytest.raises(RuntimeError, match="without a result"):
+            list(fork_map(lambda x: os._exit(3), [1], 1))
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
+
+
+def test_default_workers_reads_the_setting_then_the_environment(monkeypatch):
+    monkeypatch.setenv("REGIONCOUNT_WORKERS", "3")
+    if can_fork():
+        assert default_workers() == 3 and default_workers(1) == 1
+    else:
+        assert default_workers() == 1

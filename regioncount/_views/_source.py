@@ -10,7 +10,7 @@ from .._count import region_kind
 from .._domain import Box, Slice
 from .._enums import Kind, Picture
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError, RegionCountError
-from ..networks import check_domain, lower, walk_widths
+from ..networks import check_domain, lower, op_codes, walk_widths
 from ..networks._ops import Attention
 from ..results import Cells, Partition, Polytopes
 
@@ -200,8 +200,8 @@ def sample_image(net, domain, grid: int = DEFAULT_GRID) -> SampledImage:
         if m < batch:
             Ub = np.concatenate([Ub, np.repeat(Ub[:1], batch - m, axis=0)])
         Y, C, _ = forward_codes(program, domain.to_input(Ub))
-        C = np.asarray(C)[:m]
-        # digits are ReLU bits or argmax indices: small non-negative ints
+        C = op_codes(program, np.asarray(C)[:m])  # a piecewise-linear op's pieces, not its ReLU form's bits
+        # digits are ReLU bits, pieces or argmax indices: small non-negative ints
         codes.append(C.astype(np.int8) if C.size == 0 or C.max() < 127 else C)
         outs.append(np.asarray(Y)[:m, 0] if np.asarray(Y).shape[1] else np.zeros(m))
     ids = _code_ids(np.concatenate(codes)).reshape(grid, grid)

@@ -713,4 +713,5 @@ def partition_curved(
         ties=int(np.count_nonzero(eng.ties.a)),
         kind="spline" if eng.cubic else "linear",
         prefix_maps={k: None if b is None else b.a.transpose(0, 2, 1).copy() for k, b in snaps.items()},
+        code_map=program.code_map,
     )

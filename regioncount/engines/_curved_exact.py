@@ -836,6 +836,7 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
         exact_traps=traps,
         prefix_maps=prefix_maps,
         prefix_keys=prefix_keys,
+        code_map=program.code_map,
     )
 
 

@@ -66,7 +66,7 @@ from .._domain import Segment
 from .._errors import DegreeTooHighError, DomainError, RegionCountError
 from .._magnitude import check_magnitudes
 from .._predicates import EPS, ETA, dyadic, gamma, rescale
-from ..networks import check_domain, lower
+from ..networks import check_domain, lower, op_codes
 from ..networks._ops import Affine, Attention, GroupMax, Program, ReLU, Residual, is_piecewise_linear
 from ._exact import ExactMap, ExactReplay
 from ._protocol import Kernels, op_key, support
@@ -86,7 +86,8 @@ class LinePieces:
 
     ``breaks`` ``(n+1,)``: t-values, ``breaks[0] = 0``, ``breaks[-1] = 1``, non-decreasing (strictly
     increasing except around a piece shorter than float64 resolution, which is kept).
-    ``codes`` ``(n, C) int32``: the activation code on each piece, layout of ``forward_codes``.
+    ``codes`` ``(n, C) int32``: the activation code on each piece, the code the network's ops record (a
+    piecewise-linear op's piece per entry, :func:`~regioncount.networks.op_codes`).
     ``output`` ``(n, out, degree+1)``: the output on each piece as coefficients of ``1, t, t^2, ...``
     (ascending powers of the global ``t``; ill-conditioned for high degree on tiny pieces).
     ``local_output`` ``(n, out, degree+1)``: the same polynomial in the piece's own variable
@@ -1222,7 +1223,7 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
     arrays = {
         "breaks": np.append(st.lo, st.hi[-1]),
-        "codes": codes.astype(np.int32),
+        "codes": op_codes(program, codes.astype(np.int32)),  # pieces, not the ReLU form's bits
         "output": glob.transpose(0, 2, 1).copy(),
         "local_output": local.transpose(0, 2, 1).copy(),
         "piece_ties": st.ties,
@@ -1280,7 +1281,7 @@ def _walk_exact(program: Program, seg: Segment) -> LinePieces:
     codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
     arrays = {
         "breaks": np.append(st.lo, st.hi[-1]),
-        "codes": codes.astype(np.int32),
+        "codes": op_codes(program, codes.astype(np.int32)),  # pieces, not the ReLU form's bits
         "output": glob.transpose(0, 2, 1).copy(),
         "local_output": local.transpose(0, 2, 1).copy(),
         "piece_ties": np.zeros(n, np.int64),

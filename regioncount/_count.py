@@ -16,7 +16,7 @@ from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
 from ._magnitude import check_magnitudes
 from .engines._protocol import first_refusal
-from .networks import Attention, is_piecewise_linear, lower, walk_widths
+from .networks import is_piecewise_linear, lower, walk_widths
 
 if TYPE_CHECKING:
     from .results._protocol import CountRecord
@@ -35,7 +35,7 @@ def region_kind(net) -> Kind:
     pieces"`` with ReLU attention (a cubic spline per block, Lai, Lim, Liu 2024); with softmax attention the
     map is smooth and only the FFN ReLU codes are counted: ``"FFN ReLU codes (softmax is smooth)"``."""
     program = lower(net)
-    if any(isinstance(op, Attention) and op.sigma == "softmax" for op, _, _ in walk_widths(program)):
+    if any(op.smooth for op, _, _ in walk_widths(program)):
         return Kind.SOFTMAX_CODES
     return Kind.ACTIVATION_REGIONS if is_piecewise_linear(program) else Kind.SPLINE_PIECES
 

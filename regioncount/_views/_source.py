@@ -11,7 +11,6 @@ from .._domain import Box, Slice
 from .._enums import Kind, Picture
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError, RegionCountError
 from ..networks import check_domain, lower, op_codes, walk_widths
-from ..networks._ops import Attention
 from ..results import Cells, Partition, Polytopes
 
 #: Grid points per axis of a sampled picture when none is asked for.
@@ -149,7 +148,7 @@ class RegionSource:
 
 def _check_piecewise(program) -> None:
     for op, _, _ in walk_widths(program):
-        if isinstance(op, Attention) and op.sigma == "softmax":
+        if op.smooth:
             raise NotPiecewiseError(
                 "softmax attention is smooth: the network has no regions to draw (hardmax attention is its λ → ∞ limit)"
             )

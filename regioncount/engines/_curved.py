@@ -686,7 +686,7 @@ def partition_curved(
     for k, op in enumerate(program.ops):
         A = eng.run((op,), A)
         if k + 1 in snapshots and k + 1 < len(program.ops):
-            if A is None or not isinstance(readout, Affine):
+            if A is None or not readout.is_affine:
                 snaps[k + 1] = None
             else:
                 y = A[:, :, program.out_token, :] @ readout.W.T

@@ -1139,18 +1139,17 @@ def _degree_plan(program: Program, max_degree: int) -> int:
         for op in ops:
             if isinstance(op, Residual):
                 deg = max(deg, visit(op.body, deg))
-            elif isinstance(op, Attention):
+            else:
                 refusal = support("line", op_key(op))  # softmax: the line engine's refusal
                 if refusal is not None:
                     refusal.raise_()
-                need = 3 * deg if op.sigma == "relu" else 2 * deg
+                need = max(op.degree, op.decision_degree) * deg
                 if need > max_degree:
                     raise DegreeTooHighError(
-                        f"{op.sigma} attention needs polynomials of degree {need} in t, above max_degree="
+                        f"{op.label} needs polynomials of degree {need} in t, above max_degree="
                         f"{max_degree} (ReLU attention triples the degree per block); use --method sample"
                     )
-                if op.sigma == "relu":
-                    deg = need
+                deg = op.degree * deg
         return deg
 
     return visit(program.ops, 1)

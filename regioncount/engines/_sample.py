@@ -19,7 +19,7 @@ from .._config import DEFAULT_MEMORY_CAP
 from .._domain import AffineSlice, Box, Segment, Slice
 from .._errors import DomainError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
-from ..networks._ops import Attention, code_length
+from ..networks._ops import code_length
 from ._forward import forward_keys, hash_multipliers
 
 #: Bytes one distinct code costs while merging: two uint64 key lanes, an int64 count, and sort scratch.
@@ -123,10 +123,7 @@ def _activation_floats(program) -> int:
     T = program.tokens
     total = T * program.input_dim
     for op, w_in, w_out in walk_widths(program):
-        total += T * (w_in + w_out)
-        if isinstance(op, Attention):
-            dk = op.Wq.shape[2] + op.Wk.shape[2] + op.Wv.shape[2]
-            total += op.heads * (T * T * 3 + T * dk)
+        total += T * (w_in + w_out) + op.work_floats(T)
     return total + 3 * code_length(program)
 
 

@@ -97,13 +97,34 @@ class _Facts:
     - :meth:`code_length`: how many code entries it writes, given its input width and the tokens;
     - :meth:`digit_max`: the largest value a code entry can take (0 when it records nothing);
     - :attr:`degree`: the degree of its output in its input on one piece (1: affine on every piece);
+    - :attr:`decision_degree`: the degree of what decides its code (attention's scores: 2);
     - :attr:`smooth`: True when it makes no discrete decision at all (softmax);
-    - :meth:`width_out`: its output width given its input width (raises ``ValueError`` when they do not fit).
+    - :meth:`width_out`: its output width given its input width (raises ``ValueError`` when they do not fit);
+    - :attr:`is_affine`: it is one affine map ``H @ W.T + b`` (attributes ``W``, ``b``);
+    - :attr:`entrywise`: it acts on each entry alone (keeps any shape: a conv net's activations);
+    - :attr:`label`: what its code entries are, in words (figures and tables);
+    - :meth:`work_floats`: floats one example keeps live in it beyond its input and output (memory sizing).
     """
 
     records: str = "nothing"
     degree: int = 1
+    #: the degree, in its input, of the values whose signs or order decide its code (attention scores: 2)
+    decision_degree: int = 1
     smooth: bool = False
+    is_affine: bool = False
+    entrywise: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.key
+
+    def work_floats(self, tokens: int) -> int:
+        return 0
+
+    @property
+    def body_ops(self) -> tuple | None:
+        """The ops of a block that holds others (:class:`Residual`), None for a leaf op."""
+        return None
 
     @property
     def key(self) -> str:
@@ -130,6 +151,7 @@ class Affine(_Facts):
 
     W: np.ndarray
     b: np.ndarray
+    is_affine = True
 
     def __post_init__(self):
         W, b = _frozen(self.W), _frozen(self.b)
@@ -149,6 +171,7 @@ class ReLU(_Facts):
     """Entrywise ``max(H, 0)``; records one bit per entry (``T * width``), 1 where the input is > 0."""
 
     records = "bits"
+    entrywise = True
 
     def code_length(self, width_in: int, tokens: int) -> int:
         return tokens * width_in
@@ -164,6 +187,7 @@ class GroupMax(_Facts):
 
     k: int
     records = "argmax"
+    label = "maxout argmax"  # type: ignore[assignment]
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
@@ -201,6 +225,7 @@ class Attention(_Facts):
     causal: bool = False
     scale_by_T: bool = False
     inv_temperature: float = 1.0
+    decision_degree = 2  # the scores are quadratic in H
 
     def __post_init__(self):
         if self.sigma not in SIGMAS:
@@ -228,6 +253,14 @@ class Attention(_Facts):
     @property
     def key(self) -> str:
         return f"attention/{self.sigma}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.sigma} attention"
+
+    def work_floats(self, tokens: int) -> int:
+        dk = self.Wq.shape[2] + self.Wk.shape[2] + self.Wv.shape[2]
+        return self.heads * (tokens * tokens * 3 + tokens * dk)
 
     @property
     def records(self) -> str:  # type: ignore[override]
@@ -259,6 +292,10 @@ class Residual(_Facts):
     """``H <- H + body(H)`` for a tuple of ops ``body``; records what its body records."""
 
     body: tuple
+
+    @property
+    def body_ops(self) -> tuple:  # type: ignore[override]
+        return self.body
 
     def __post_init__(self):
         body = tuple(self.body)
@@ -314,6 +351,8 @@ class PiecewiseLinear(_Facts):
     slopes: tuple
     intercept: float = 0.0
     records = "piece"
+    entrywise = True
+    label = "piecewise-linear piece"  # type: ignore[assignment]
 
     def __post_init__(self):
         b = tuple(float(v) for v in np.ravel(self.breakpoints))

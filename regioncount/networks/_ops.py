@@ -27,6 +27,17 @@ import dataclasses
 import numpy as np
 
 from .._config import when_jax_imported
+from ._spans import Span, bilinear_zero, entrywise_spans
+
+
+def _exact_product(A, B) -> list[list]:
+    """``A @ B`` of two float matrices in exact rationals (a list of rows of Fractions)."""
+    from fractions import Fraction
+
+    Af = [[Fraction(float(x)) for x in row] for row in np.asarray(A)]
+    Bt = [[Fraction(float(x)) for x in col] for col in np.asarray(B).T]
+    return [[sum((a * b for a, b in zip(r, c) if a and b), Fraction(0)) for c in Bt] for r in Af]
+
 
 SIGMAS = ("hardmax", "relu", "softmax")
 
@@ -126,6 +137,17 @@ class _Facts:
         """The ops of a block that holds others (:class:`Residual`), None for a leaf op."""
         return None
 
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        """The spans of its output rows' linear parts and of their differences across tokens, given those of
+        its input (supersets, exact; :mod:`._spans`). By default: anything of its output width."""
+        w = self.width_out(Z.d)
+        return Span.coordinates(w, range(w)), Span.coordinates(w, range(w))
+
+    def straight_on(self, Z: Span, D: Span) -> bool:
+        """Its boundaries are lines on every region when its input has these spans (only hardmax attention
+        compares products of its input)."""
+        return True
+
     @property
     def key(self) -> str:
         return type(self).__name__.lower()
@@ -165,6 +187,9 @@ class Affine(_Facts):
             raise ValueError(f"affine expects width {self.W.shape[1]}, gets {width_in}")
         return int(self.W.shape[0])
 
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        return Z.map(self.W.T), D.map(self.W.T)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ReLU(_Facts):
@@ -178,6 +203,9 @@ class ReLU(_Facts):
 
     def digit_max(self, tokens: int) -> int:
         return 1
+
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        return entrywise_spans(Z, D, tokens)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -204,6 +232,13 @@ class GroupMax(_Facts):
         if width_in % self.k:
             raise ValueError(f"group max of rank {self.k} on width {width_in}")
         return width_in // self.k
+
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        # unit u keeps one of its k entries: its output moves where one of them does
+        n = Z.d // self.k
+        z = {i // self.k for i in Z.support()}
+        zd = z | {i // self.k for i in D.support()}
+        return Span.coordinates(n, z), (Span.coordinates(n, zd) if tokens > 1 else Span(n))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -285,6 +320,21 @@ class Attention(_Facts):
         if self.Wq.shape[1] != width_in or self.Wo.shape[2] != width_in:
             raise ValueError(f"attention expects width {self.Wq.shape[1]}, gets {width_in}")
         return width_in
+
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        if self.sigma != "hardmax":  # weights that move with the input: anything
+            return super().spans(Z, D, tokens)
+        # row i is sum_j a_ij H_j Wv Wo with sum_j a_ij = 1: rows in Z Wv Wo, differences in D Wv Wo
+        Zo, Do = Span(Z.d), Span(Z.d)
+        for h in range(self.heads):
+            VO = _exact_product(self.Wv[h], self.Wo[h])  # exact: a rounded product would not bound the span
+            Zo, Do = Zo + Z.map(VO), Do + D.map(VO)
+        return Zo, Do
+
+    def straight_on(self, Z: Span, D: Span) -> bool:
+        if self.sigma != "hardmax":
+            return False
+        return all(bilinear_zero(Z, _exact_product(self.Wq[h], np.asarray(self.Wk[h]).T), D) for h in range(self.heads))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

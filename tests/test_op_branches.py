@@ -19,7 +19,6 @@ DEFINITIONS = {"networks/_ops.py"}
 #: so the list cannot go stale
 PENDING = {
     ("engines/_curved_exact.py", "op"),  # the certified curved engine's op step
-    ("engines/_curved_certify.py", "step"),  # the curved certificate's exact replay
     ("engines/_space.py", "_exact_pieces"),  # GroupMax vs hardmax pieces of an argmax family
 }
 

@@ -463,3 +463,17 @@ def test_torch_modules_with_piecewise_activations():
     ))  # fmt: skip
     ref = count_regions(py, Box(-1, 1, 2))
     assert (ref["regions"], ref["linear_regions"]) == (got["regions"], got["linear_regions"])
+
+
+@pytest.mark.parametrize("act", [leaky_relu(0.2), hardtanh(-0.5, 0.5)], ids=["leaky", "hardtanh"])
+def test_certified_curved_engine_records_the_same_pieces(act):
+    pytest.importorskip("flint", reason="the certified curved engine needs python-flint (the exact extra)")
+    from regioncount.engines._curved import partition_curved
+
+    net = _pwl_transformer(act, seed=3)
+    c = partition_curved(net, Box(-1, 1, 2), certified=True)
+    f = partition_curved(net, Box(-1, 1, 2), certified=False)
+    assert c.exact and (c.regions, c.n_codes) == (f.regions, f.n_codes)
+    key = lambda a: {bytes(r) for r in np.asarray(a, np.int64)}  # noqa: E731
+    assert key(c.region_codes) == key(f.region_codes)
+    assert c.region_codes.max() == act.k  # a piece index, not a ReLU bit

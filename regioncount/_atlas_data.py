@@ -39,7 +39,7 @@ from ._views import (
 )
 from ._views._source import _check_piecewise, _check_plane_domain, _input_bbox
 from .networks import check_domain, lower, walk_widths
-from .networks._ops import Attention, GroupMax, ReLU, code_length, op_code_length
+from .networks._ops import code_length, op_code_length
 from .results import Cells, Partition
 from .results._partition import _components
 
@@ -279,9 +279,6 @@ def _byte_codes(rows, n: int, length: int, chunk: int = 8192) -> np.ndarray | No
     return out
 
 
-_KIND_NAMES = {ReLU: "relu", GroupMax: "maxout argmax"}
-
-
 def code_groups(net) -> list[tuple[str, int, int]]:
     """``(label, start, end)`` of each op's entries in the code, labelled by the layer or block it belongs to
     (the truncation whose code first covers it) and the op's kind."""
@@ -293,10 +290,7 @@ def code_groups(net) -> list[tuple[str, int, int]]:
         k = op_code_length(op, w, program.tokens)
         if k == 0:
             continue
-        if isinstance(op, Attention):
-            kind = f"{op.sigma} attention"
-        else:
-            kind = _KIND_NAMES.get(type(op), type(op).__name__.lower())
+        kind = op.label
         end = at + k
         label = next((lab for lab, e in ends if e >= end), "network")
         out.append((f"{label}: {kind}", at, end))

@@ -19,7 +19,7 @@ from ._enums import METHODS as METHODS, Kind, Method
 from ._errors import CertificateError, CurvedBoundaryError, MemoryCapError, RegionCountError, ResidentMemoryError
 from ._magnitude import check_magnitudes
 from .engines._protocol import first_refusal
-from .networks import Attention, is_piecewise_linear, lower, walk_widths
+from .networks import is_piecewise_linear, lower, walk_widths
 
 if TYPE_CHECKING:
     from .results._protocol import CountRecord
@@ -40,7 +40,7 @@ def region_kind(net) -> Kind:
     pieces"`` with ReLU attention (a cubic spline per block, Lai, Lim, Liu 2024); with softmax attention the
     map is smooth and only the FFN ReLU codes are counted: ``"FFN ReLU codes (softmax is smooth)"``."""
     program = lower(net)
-    if any(isinstance(op, Attention) and op.sigma == "softmax" for op, _, _ in walk_widths(program)):
+    if any(op.smooth for op, _, _ in walk_widths(program)):
         return Kind.SOFTMAX_CODES
     return Kind.ACTIVATION_REGIONS if is_piecewise_linear(program) else Kind.SPLINE_PIECES
 
@@ -123,9 +123,11 @@ def choose_engine(net, domain, method: Method | str = Method.EXACT, *, tiles=Non
     ``"sample"`` for ``method="sample"``; ``"line"`` for a segment, a 1D box or slice, or ``method="line"`` (a
     box's diagonal); for ``method="exact"`` in 2D ``"plane"`` (``"tiles"`` with ``tiles``), or ``"curved"`` where
     the plane engine's row refuses an op as curved (ReLU attention) and the curved engine's row supports every
-    op; ``"space"`` for dimension 3 to :data:`MAX_SPACE_DIM`. An op that no applicable engine runs raises that
-    engine's refusal here. (Hardmax attention past a piecewise op may still meet a curved boundary in the plane
-    engine, which depends on the weights, not the ops: :func:`count_record` then hands over to ``"curved"``.)
+    op, or where a hardmax attention boundary may be a conic on the domain (decided exactly from the weights and
+    the domain's directions, :func:`~regioncount.networks._spans.hardmax_straight`: the plane engine runs only
+    where every such boundary is proven a line, so it never meets a conic mid-run; ``"tiles"`` keep the plane
+    engine per tile, which then refuses a conic); ``"space"`` for dimension 3 to :data:`MAX_SPACE_DIM`. An op
+    that no applicable engine runs raises that engine's refusal here.
     """
     method = Method(method)
     if method == Method.SAMPLE:
@@ -150,6 +152,8 @@ def choose_engine(net, domain, method: Method | str = Method.EXACT, *, tiles=Non
         engine = "plane" if tiles is None else "tiles"
         if refusal is not None:
             refusal.raise_()
+        if tiles is None and first_refusal("curved", ops) is None and not _straight(lower(net), domain):
+            return "curved", domain
         return engine, domain
     elif method == Method.EXACT and (isinstance(domain, AffineSlice) or domain.dim >= 3):
         if domain.dim > MAX_SPACE_DIM:
@@ -168,6 +172,17 @@ def choose_engine(net, domain, method: Method | str = Method.EXACT, *, tiles=Non
     if refusal is not None:
         refusal.raise_()
     return engine, domain
+
+
+def _straight(program, domain) -> bool:
+    """Every hardmax attention boundary of ``program`` is a line on the 2D ``domain`` (exact check, see
+    :func:`~regioncount.networks._spans.hardmax_straight`); True at once without hardmax attention."""
+    from .networks._spans import hardmax_straight
+
+    if not any(op.key == "attention/hardmax" for op, _, _ in walk_widths(program)):
+        return True
+    _, V = domain.input_map()
+    return hardmax_straight(program, V)
 
 
 def count_record(
@@ -300,25 +315,20 @@ def count_record(
             raise
         except MemoryCapError:
             raise _cap_error(cap, limit, max_regions) from None
-        except CurvedBoundaryError:
-            # a hardmax boundary that is a quadric on this domain: the weights decide it, not the ops, so the
-            # plane engine finds it; the curved engine splits along conic arcs
-            part = None
-        if part is not None:
-            st = part.stats
-            details = {
-                "predicates": st["predicates"],
-                "exact_predicates": st["exact_predicates"],
-                "assumed_identities": st["assumed"],
-                "smallest_area": st["min_area"],
-            }
-            lin = int(part.linear_regions()) if linear else None
-            # REGIONCOUNT_CERTIFY_ALL=1, a debugging aid: every exact 2D count certifies its partition
-            if certify or os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
-                from .engines._certify import certify as run_certify
+        st = part.stats
+        details = {
+            "predicates": st["predicates"],
+            "exact_predicates": st["exact_predicates"],
+            "assumed_identities": st["assumed"],
+            "smallest_area": st["min_area"],
+        }
+        lin = int(part.linear_regions()) if linear else None
+        # REGIONCOUNT_CERTIFY_ALL=1, a debugging aid: every exact 2D count certifies its partition
+        if certify or os.environ.get("REGIONCOUNT_CERTIFY_ALL"):
+            from .engines._certify import certify as run_certify
 
-                details["certificate"] = _passed(run_certify(part, net))
-            return record(part, part.regions, lin, part.exact, details)
+            details["certificate"] = _passed(run_certify(part, net))
+        return record(part, part.regions, lin, part.exact, details)
     cells = _run_curved(net, dom, cap, progress, max_regions, certify)
     details = {
         "codes": cells.n_codes,

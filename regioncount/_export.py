@@ -33,6 +33,13 @@ ARC_SAMPLES = 16
 FORMATS = {".parquet": "geoparquet", ".geoparquet": "geoparquet", ".geojson": "geojson"}
 
 
+def _strings(rows) -> list[str]:
+    """Codes as strings: digits joined, or dot-separated when a digit exceeds 9."""
+    rows = np.asarray(rows)
+    wide = rows.size and rows.max() > 9
+    return [(".".join if wide else "".join)(map(str, r)) for r in rows.tolist()]
+
+
 def export_format(path) -> str:
     """The format a file name asks for: ``geoparquet`` (``.parquet``) or ``geojson`` (``.geojson``)."""
     suffix = Path(path).suffix.lower()
@@ -84,7 +91,8 @@ def region_records(result: Partition | Cells) -> dict:
     ``area``, ``linear_region``, ``neighbours``."""
     if isinstance(result, Partition):
         R = result.n_regions
-        codes = result.code_strings()
+        # the codes the ops record (a piecewise-linear op's pieces), as strings
+        codes = _strings(result.region_codes) if result.region_codes is not result.codes else result.code_strings()
         maps = np.asarray(result.maps).reshape(R, -1)
         areas = np.asarray(result.areas)
         E = np.asarray(result.adjacency())
@@ -93,9 +101,7 @@ def region_records(result: Partition | Cells) -> dict:
         from ._atlas_data import _maps_in_domain
 
         R = result.n_cells
-        rows = np.asarray(result.cell_codes)
-        wide = rows.size and rows.max() > 9
-        codes = [(".".join if wide else "".join)(map(str, r)) for r in rows.tolist()]
+        codes = _strings(result.region_codes)
         maps = _maps_in_domain(result).reshape(R, -1) if result.maps is not None else np.zeros((R, 0))
         areas = np.asarray(result.cell_area)
         E = np.asarray(result.adjacency)

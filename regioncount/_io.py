@@ -321,19 +321,22 @@ def convnet_arrays(net: ConvNet) -> tuple[dict[str, np.ndarray], dict]:
     """Arrays and JSON config of a :class:`ConvNet`: its ops as a nested list, its input shape."""
     arrays: dict[str, np.ndarray] = {}
 
+    def affine(op, key: str) -> dict:
+        arrays[f"{key}.W"], arrays[f"{key}.b"] = op.W, op.b
+        return {"op": "affine"}
+
+    # one saver per op key (the op protocol's keys); a residual is a block of ops
+    savers = {"affine": affine, "relu": lambda op, key: {"op": "relu"}}
+    savers["groupmax"] = lambda op, key: {"op": "groupmax", "k": int(op.k)}
+
     def encode(ops, prefix: str) -> list[dict]:
         out: list[dict] = []
         for i, op in enumerate(ops):
             key = f"{prefix}{i}"
-            if isinstance(op, Affine):
-                arrays[f"{key}.W"], arrays[f"{key}.b"] = op.W, op.b
-                out.append({"op": "affine"})
-            elif isinstance(op, ReLU):
-                out.append({"op": "relu"})
-            elif isinstance(op, GroupMax):
-                out.append({"op": "groupmax", "k": int(op.k)})
-            elif isinstance(op, Residual):
-                out.append({"op": "residual", "body": encode(op.body, f"{key}.")})
+            if op.body_ops is not None:
+                out.append({"op": "residual", "body": encode(op.body_ops, f"{key}.")})
+            elif op.key in savers:
+                out.append(savers[op.key](op, key))
             else:
                 raise TypeError(f"cannot save a {type(op).__name__} op of a ConvNet")
         return out

@@ -224,7 +224,7 @@ def _as_affine(ops, width: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The composition of ``ops`` when all are Affine (the identity when there are none), else None."""
     W, b = np.eye(width), np.zeros(width)
     for op in ops:
-        if not isinstance(op, Affine):
+        if not op.is_affine:
             return None
         W, b = op.W @ W, op.W @ b + op.b
     return W, b

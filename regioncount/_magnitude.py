@@ -81,12 +81,11 @@ def value_bound(program, reach: float) -> float:
     def run(ops, m: float) -> float:
         nonlocal top
         for op in ops:
-            name = type(op).__name__
-            if name == "Affine":
+            if op.is_affine:
                 m = _norm(op.W) * m + float(np.max(np.abs(op.b), initial=0.0))
-            elif name == "Residual":
-                m = m + run(op.body, m)
-            elif name == "Attention":
+            elif op.body_ops is not None:
+                m = m + run(op.body_ops, m)
+            elif op.key.startswith("attention/"):
                 # per head: queries and keys |H Wq|, |H Wk| <= m |Wq|, m |Wk|; values m |Wv| |Wo|
                 heads = op.Wq.shape[0]
                 q = max(_norm(np.swapaxes(op.Wq, -1, -2)), _norm(op.Wq)) * m
@@ -106,9 +105,9 @@ def value_bound(program, reach: float) -> float:
 
 
 def _smooth_or_spline(program) -> bool:
-    from .networks import Attention, walk_widths
+    from .networks import walk_widths
 
-    return any(isinstance(op, Attention) and op.sigma != "hardmax" for op, _, _ in walk_widths(program))
+    return any(op.smooth or op.degree > 1 for op, _, _ in walk_widths(program))
 
 
 def check_magnitudes(net, domain, *, values: bool = False) -> None:

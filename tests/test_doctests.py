@@ -10,7 +10,7 @@ ENTRY_POINTS = {
     "regioncount._count": ["count_regions"],
     "regioncount._domain": ["Box.as_dict", "AffineSlice.as_dict", "domain_from_dict"],
     "regioncount.engines._plane._driver": ["partition_plane"],
-    "regioncount.engines._line": ["walk_line"],
+    "regioncount.engines._line._walk": ["walk_line"],
     "regioncount.engines._space._driver": ["partition_space"],
     "regioncount.theory._bounds": ["relu_upper_serra"],
 }

@@ -391,7 +391,7 @@ def test_program_pair_and_domain_checks():
 
 def test_blocks_of_intervals_give_the_same_pieces(monkeypatch):
     """Ops run on blocks of intervals to bound memory; the block size must not change the answer."""
-    import regioncount.engines._line as line
+    import regioncount.engines._line._float as line  # the float walk holds the block size
 
     net = rc.random_transformer(2, tokens=3, d_model=6, depth=2, seed=8)
     whole = walk_line(net, SEG2)

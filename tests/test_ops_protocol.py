@@ -13,11 +13,14 @@ from regioncount.networks._ops import Affine, Attention, GroupMax, ReLU, Residua
 
 
 def _op_classes():
-    """Every op dataclass defined in _ops (a Program is not an op)."""
+    """Every op dataclass defined in _ops (a Program and its CodeMap are not ops: ops state their facts)."""
     return {
         c
         for c in vars(_ops).values()
-        if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == _ops.__name__ and c is not Program
+        if isinstance(c, type)
+        and dataclasses.is_dataclass(c)
+        and c.__module__ == _ops.__name__
+        and issubclass(c, _ops._Facts)
     }
 
 

@@ -4,6 +4,7 @@ Expected counts are computed independently of the engines: the regions of a line
 from its crossings inside the box, counted in exact rational arithmetic (Euler: regions = 1 + lines meeting the
 open box + crossings strictly inside, for lines in general position with no crossing on the border)."""
 
+import math
 from fractions import Fraction
 from itertools import combinations
 
@@ -291,3 +292,188 @@ def test_count_activation_on_a_state_dict(capsys, tmp_path, name):
     assert json.loads(out)["regions"] >= res["regions"]
     code, _, err = _cli(capsys, "count", str(path), "--activation", "tanh")
     assert code == 2 and "unknown activation" in err
+
+
+# -- the recorded code is the piece index per entry (issue 20) --------------------------------------------------
+
+
+def _pieces_at(W, b, act, X):
+    """The pieces of the one hidden layer at points X, from the op's own definition (no engine)."""
+    return act.piece(np.asarray(X) @ W.T + b)
+
+
+GELU = PiecewiseLinear.interpolating(
+    lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2))), (-1.5, -0.75, -0.25, 0.25, 0.75), 0.0, 1.0
+)
+SILU = PiecewiseLinear.interpolating(lambda x: x / (1 + math.exp(-x)), (-0.6, -0.2, 0.3, 0.7), 0.0, 1.0)
+FNS = {GELU: lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2))), SILU: lambda x: x / (1 + math.exp(-x))}
+
+
+def test_the_op_states_its_code_facts():
+    from regioncount.networks._ops import code_length, max_code_digit
+
+    for act in (leaky_relu(0.1), hardtanh(-0.3, 0.3), GELU):
+        W, b = _random_layer(3, 0)
+        net = _net(W, b, act)
+        assert act.records == "piece" and act.digit_max(1) == act.k == len(act.breakpoints)
+        assert code_length(net) == 3 and max_code_digit(net) == max(1, act.k)
+        form = lower(net)
+        assert code_length(form) == 3 * act.units and form.code_map is not None
+        assert form.code_map.op_length == 3 and form.code_map.form_length == code_length(form)
+    relu = Program(1, 2, (Affine(np.eye(2), np.zeros(2)), ReLU()))
+    assert lower(relu).code_map is None
+
+
+@pytest.mark.parametrize("act", [leaky_relu(0.1), abs_op(), hardtanh(-0.3, 0.3), GELU], ids=str)
+def test_every_engine_records_the_piece_per_unit(act):
+    from regioncount import partition_plane, walk_line
+    from regioncount.engines._space import partition_space
+    from regioncount.networks import form_codes
+
+    W, b = _random_layer(4, 3)
+    net = _net(W, b, act)
+    box = Box(-1, 1, 2)
+    part = partition_plane(net, box)
+    rc = part.region_codes
+    assert rc.shape == (part.regions, 4) and rc.min() >= 0 and rc.max() <= act.k
+    # the piece of every unit at each region's centroid, from the op itself
+    assert np.array_equal(rc, _pieces_at(W, b, act, part.witnesses))
+    assert np.unique(rc, axis=0).shape[0] == part.regions
+    # the engine's own code (the ReLU form's bits) is the form code of the pieces, row by row
+    assert np.array_equal(form_codes(lower(net), rc), part.codes)
+    # the line engine: pieces at each piece's midpoint
+    seg = Segment([-1.0, -0.6], [1.0, 0.9])
+    lp = walk_line(net, seg)
+    assert lp.codes.shape[1] == 4
+    assert np.array_equal(lp.codes, _pieces_at(W, b, act, lp.points(lp.witnesses[:, 0])))
+    # the sampled count counts distinct pieces: on a grid away from the lines it is the regions met
+    grid = count_regions(net, box, method="sample", grid=64)
+    X = np.stack(np.meshgrid(*(2 * [-1 + (np.arange(64) + 0.5) / 32]), indexing="xy"), -1).reshape(-1, 2)
+    assert grid["regions"] == np.unique(_pieces_at(W, b, act, X), axis=0).shape[0]
+    # the space engine, on the same layer in R^3
+    W3, b3 = _random_layer(3, 4, d=3)
+    poly = partition_space(_net(W3, b3, act), Box(-1, 1, 3))
+    assert np.array_equal(poly.region_codes, _pieces_at(W3, b3, act, poly.witnesses))
+
+
+def test_relu_codes_are_the_engines_codes():
+    from regioncount import partition_plane, walk_line
+
+    W, b = _random_layer(4, 3)
+    net = Program(1, 2, (Affine(W, b), ReLU(), Affine(np.ones((1, 4)), np.zeros(1))))
+    part = partition_plane(net, Box(-1, 1, 2))
+    assert part.region_codes is part.codes
+    lp = walk_line(net, Segment([-1.0, -1.0], [1.0, 1.0]))
+    assert np.array_equal(lp.codes, (lp.points(lp.witnesses[:, 0]) @ W.T + b > 0).astype(np.int32))
+
+
+def test_whole_plane_and_certificate_on_pieces():
+    from regioncount.engines._whole_plane import whole_plane_box
+
+    W, b = _random_layer(4, 8)
+    res = whole_plane_box(_net(W, b, hardtanh(-0.3, 0.2)))
+    rc = res.partition.region_codes
+    assert rc.shape[1] == 4 and rc.max() <= 2
+    assert np.unique(rc, axis=0).shape[0] == res.partition.regions
+
+
+@pytest.mark.parametrize("act", [GELU, SILU], ids=["gelu", "silu"])
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_users_approximation_gives_its_nk_line_arrangement(act, n):
+    # n units with k breakpoints each: n*k lines (k parallel ones per unit), counted from exact crossings
+    fn = FNS[act]
+    # it interpolates the function at its breakpoints, continuously, with the outer slopes given
+    bp = np.asarray(act.breakpoints)
+    assert np.allclose(act(bp), [fn(v) for v in bp], rtol=0, atol=1e-15)
+    assert np.allclose(act(bp - 1e-9), act(bp + 1e-9), rtol=0, atol=1e-8)
+    assert act.slopes[0] == 0.0 and act.slopes[-1] == 1.0 and act.k == len(bp)
+    W, b = _random_layer(n, 20 + n)
+    W = W * 0.6
+    net = _net(W, b, act)
+    assert len(_lines(W, b, act)) == n * act.k
+    expected = _expected(W, b, act)
+    got = count_regions(net, Box(-1, 1, 2), certify=True)
+    assert got["regions"] == expected and got["exact"] and got["certificate"]["passed"]
+    seg = count_regions(net, Segment([-1.0, -0.3], [1.0, 0.4]))
+    assert seg["regions"] >= 1
+
+
+def _pwl_transformer(act, seed, depth=2):
+    from regioncount import random_transformer
+    from regioncount.networks import with_activation
+
+    return with_activation(random_transformer(tokens=2, d_model=4, depth=depth, seed=seed), act)
+
+
+@pytest.mark.parametrize("act", [leaky_relu(0.2), hardtanh(-0.5, 0.5)], ids=["leaky", "hardtanh"])
+def test_curved_engine_on_a_hardmax_transformer_with_a_piecewise_block(act):
+    from regioncount import walk_line
+    from regioncount.engines._curved import partition_curved
+
+    net = _pwl_transformer(act, seed=3)
+    ops = [op for op, _, _ in __import__("regioncount").networks.walk_widths(net)]
+    assert any(op is act for op in ops)
+    cells = partition_curved(net, Box(-1, 1, 2), certified=False)
+    cc = cells.region_codes
+    T = net.tokens
+    assert cc.max() <= act.k and cc.shape[1] == __import__("regioncount").networks.code_length(net)
+    assert abs(cells.cell_area.sum() - 4.0) < 1e-9
+    # along random segments the line engine's pieces are the cells crossed, with the same (piece) codes
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a, b = rng.uniform(-1, 1, 2), rng.uniform(-1, 1, 2)
+        lp = walk_line(net, Segment(a, b))
+        lo, hi = lp.breaks[:-1], lp.breaks[1:]
+        keep = hi - lo > 1e-9
+        t = lo[keep, None] + np.linspace(0.05, 0.95, 7)[None, :] * (hi - lo)[keep, None]
+        where = cells.locate(lp.points(t).reshape(-1, 2)).reshape(t.shape)
+        assert np.all(where == where[:, :1]), "a cell boundary inside a line piece"
+        assert np.array_equal(cc[where[:, 0]], lp.codes[keep])
+    # a sampled count is a lower bound on the cells
+    low = count_regions(net, Box(-1, 1, 2), method="sample", grid=200)
+    assert low["regions"] <= cells.n_codes <= cells.regions
+    assert T == 2
+
+
+def test_torch_modules_with_piecewise_activations():
+    torch = pytest.importorskip("torch", reason="torch is optional (pip install torch); the torch loader is untested")
+    from regioncount import from_torch
+
+    torch.manual_seed(0)
+    prelu = torch.nn.PReLU(num_parameters=1, init=0.3)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(2, 4), torch.nn.LeakyReLU(0.1), torch.nn.Linear(4, 3), torch.nn.Hardtanh(-0.5, 0.4),
+        torch.nn.Linear(3, 3), prelu, torch.nn.Linear(3, 1),
+    ).double()  # fmt: skip
+    net = from_torch(module, (2,))
+    X = np.random.default_rng(0).uniform(-1, 1, (64, 2))
+    with torch.no_grad():
+        y_t = module(torch.from_numpy(X)).numpy()
+    y, _, _ = forward_codes(lower(net), X)
+    assert np.allclose(np.asarray(y), y_t, rtol=1e-12, atol=1e-12)
+    got = count_regions(net, Box(-1, 1, 2), certify=True)
+    assert got["exact"] and got["certificate"]["passed"]
+    assert count_regions(net, Box(-1, 1, 2), method="sample", grid=128)["regions"] <= got["regions"]
+    # the same network from ops: same regions
+    L = [m for m in module if isinstance(m, torch.nn.Linear)]
+    Wb = [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in L]
+    py = Program(1, 2, (
+        Affine(*Wb[0]), leaky_relu(0.1), Affine(*Wb[1]), hardtanh(-0.5, 0.4),
+        Affine(*Wb[2]), leaky_relu(float(prelu.weight.item())), Affine(*Wb[3]),
+    ))  # fmt: skip
+    ref = count_regions(py, Box(-1, 1, 2))
+    assert (ref["regions"], ref["linear_regions"]) == (got["regions"], got["linear_regions"])
+
+
+@pytest.mark.parametrize("act", [leaky_relu(0.2), hardtanh(-0.5, 0.5)], ids=["leaky", "hardtanh"])
+def test_certified_curved_engine_records_the_same_pieces(act):
+    pytest.importorskip("flint", reason="the certified curved engine needs python-flint (the exact extra)")
+    from regioncount.engines._curved import partition_curved
+
+    net = _pwl_transformer(act, seed=3)
+    c = partition_curved(net, Box(-1, 1, 2), certified=True)
+    f = partition_curved(net, Box(-1, 1, 2), certified=False)
+    assert c.exact and (c.regions, c.n_codes) == (f.regions, f.n_codes)
+    key = lambda a: {bytes(r) for r in np.asarray(a, np.int64)}  # noqa: E731
+    assert key(c.region_codes) == key(f.region_codes)
+    assert c.region_codes.max() == act.k  # a piece index, not a ReLU bit

@@ -10,8 +10,7 @@ from .._count import region_kind
 from .._domain import Box, Slice
 from .._enums import Kind, Picture
 from .._errors import CurvedBoundaryError, DomainError, MemoryCapError, NotPiecewiseError, RegionCountError
-from ..networks import check_domain, lower, walk_widths
-from ..networks._ops import Attention
+from ..networks import check_domain, lower, op_codes, walk_widths
 from ..results import Cells, Partition, Polytopes
 
 #: Grid points per axis of a sampled picture when none is asked for.
@@ -149,7 +148,7 @@ class RegionSource:
 
 def _check_piecewise(program) -> None:
     for op, _, _ in walk_widths(program):
-        if isinstance(op, Attention) and op.sigma == "softmax":
+        if op.smooth:
             raise NotPiecewiseError(
                 "softmax attention is smooth: the network has no regions to draw (hardmax attention is its λ → ∞ limit)"
             )
@@ -200,8 +199,8 @@ def sample_image(net, domain, grid: int = DEFAULT_GRID) -> SampledImage:
         if m < batch:
             Ub = np.concatenate([Ub, np.repeat(Ub[:1], batch - m, axis=0)])
         Y, C, _ = forward_codes(program, domain.to_input(Ub))
-        C = np.asarray(C)[:m]
-        # digits are ReLU bits or argmax indices: small non-negative ints
+        C = op_codes(program, np.asarray(C)[:m])  # a piecewise-linear op's pieces, not its ReLU form's bits
+        # digits are ReLU bits, pieces or argmax indices: small non-negative ints
         codes.append(C.astype(np.int8) if C.size == 0 or C.max() < 127 else C)
         outs.append(np.asarray(Y)[:m, 0] if np.asarray(Y).shape[1] else np.zeros(m))
     ids = _code_ids(np.concatenate(codes)).reshape(grid, grid)

@@ -686,7 +686,7 @@ def partition_curved(
     for k, op in enumerate(program.ops):
         A = eng.run((op,), A)
         if k + 1 in snapshots and k + 1 < len(program.ops):
-            if A is None or not isinstance(readout, Affine):
+            if A is None or not readout.is_affine:
                 snaps[k + 1] = None
             else:
                 y = A[:, :, program.out_token, :] @ readout.W.T
@@ -713,4 +713,5 @@ def partition_curved(
         ties=int(np.count_nonzero(eng.ties.a)),
         kind="spline" if eng.cubic else "linear",
         prefix_maps={k: None if b is None else b.a.transpose(0, 2, 1).copy() for k, b in snaps.items()},
+        code_map=program.code_map,
     )

@@ -24,7 +24,6 @@ from fractions import Fraction
 import numpy as np
 
 from ..networks import lower
-from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual
 
 
 def _F(v) -> Fraction:
@@ -51,57 +50,67 @@ def exact_forward_code(program, x) -> list[int]:
             H = step(op, H)
         return H
 
+    # one step per op key (the op protocol's keys); a residual is a block of ops
+    def affine(op, H):
+        b = np.asarray(op.b, float)
+        out = _matmul(H, _mat(op.W.T))
+        for t in range(T):
+            bt = b if b.ndim == 1 else b[t]
+            out[t] = [v + _F(c) for v, c in zip(out[t], bt)]
+        return out
+
+    def relu(op, H):
+        code.extend(int(v > 0) for row in H for v in row)
+        return [[v if v > 0 else Fraction(0) for v in row] for row in H]
+
+    def group_max(op, H):
+        k = op.k
+        out = []
+        for row in H:
+            r = []
+            for u in range(len(row) // k):
+                g = row[u * k : (u + 1) * k]
+                j = max(range(k), key=lambda i: (g[i], -i))
+                code.append(j)
+                r.append(g[j])
+            out.append(r)
+        return out
+
+    def attention(op, H):
+        d = len(H[0])
+        out = [[Fraction(0)] * d for _ in range(T)]
+        for h in range(op.heads):
+            Q, K = _matmul(H, _mat(op.Wq[h])), _matmul(H, _mat(op.Wk[h]))
+            VO = _matmul(_matmul(H, _mat(op.Wv[h])), _mat(op.Wo[h]))
+            S = [[sum((a * b for a, b in zip(Q[i], K[j])), Fraction(0)) for j in range(T)] for i in range(T)]
+            for i in range(T):
+                keys = range(i + 1) if op.causal else range(T)
+                if op.sigma == "hardmax":
+                    m = max(S[i][j] for j in keys)
+                    tie = [j for j in keys if S[i][j] == m]
+                    code.append(min(tie))
+                    w = {j: Fraction(1, len(tie)) for j in tie}
+                elif op.sigma == "relu":
+                    code.extend(int(j in keys and S[i][j] > 0) for j in range(T))
+                    scale = Fraction(1, T) if op.scale_by_T else Fraction(1)
+                    w = {j: max(S[i][j], Fraction(0)) * scale for j in keys}
+                else:
+                    raise ValueError("softmax attention is not piecewise")
+                for j, wj in w.items():
+                    if wj:
+                        out[i] = [o + wj * v for o, v in zip(out[i], VO[j])]
+        return out
+
+    steps = {"affine": affine, "relu": relu, "groupmax": group_max}
+    steps.update({"attention/hardmax": attention, "attention/relu": attention})
+
     def step(op, H):
-        if isinstance(op, Affine):
-            b = np.asarray(op.b, float)
-            out = _matmul(H, _mat(op.W.T))
-            for t in range(T):
-                bt = b if b.ndim == 1 else b[t]
-                out[t] = [v + _F(c) for v, c in zip(out[t], bt)]
-            return out
-        if isinstance(op, ReLU):
-            code.extend(int(v > 0) for row in H for v in row)
-            return [[v if v > 0 else Fraction(0) for v in row] for row in H]
-        if isinstance(op, GroupMax):
-            k = op.k
-            out = []
-            for row in H:
-                r = []
-                for u in range(len(row) // k):
-                    g = row[u * k : (u + 1) * k]
-                    j = max(range(k), key=lambda i: (g[i], -i))
-                    code.append(j)
-                    r.append(g[j])
-                out.append(r)
-            return out
-        if isinstance(op, Attention):
-            d = len(H[0])
-            out = [[Fraction(0)] * d for _ in range(T)]
-            for h in range(op.heads):
-                Q, K = _matmul(H, _mat(op.Wq[h])), _matmul(H, _mat(op.Wk[h]))
-                VO = _matmul(_matmul(H, _mat(op.Wv[h])), _mat(op.Wo[h]))
-                S = [[sum((a * b for a, b in zip(Q[i], K[j])), Fraction(0)) for j in range(T)] for i in range(T)]
-                for i in range(T):
-                    keys = range(i + 1) if op.causal else range(T)
-                    if op.sigma == "hardmax":
-                        m = max(S[i][j] for j in keys)
-                        tie = [j for j in keys if S[i][j] == m]
-                        code.append(min(tie))
-                        w = {j: Fraction(1, len(tie)) for j in tie}
-                    elif op.sigma == "relu":
-                        code.extend(int(j in keys and S[i][j] > 0) for j in range(T))
-                        scale = Fraction(1, T) if op.scale_by_T else Fraction(1)
-                        w = {j: max(S[i][j], Fraction(0)) * scale for j in keys}
-                    else:
-                        raise ValueError("softmax attention is not piecewise")
-                    for j, wj in w.items():
-                        if wj:
-                            out[i] = [o + wj * v for o, v in zip(out[i], VO[j])]
-            return out
-        if isinstance(op, Residual):
-            B = run(op.body, H)
+        if op.body_ops is not None:
+            B = run(op.body_ops, H)
             return [[a + b for a, b in zip(r, s)] for r, s in zip(H, B)]
-        raise TypeError(type(op).__name__)
+        if op.key not in steps:
+            raise TypeError(f"the curved certificate has no exact step for {op.key!r}")
+        return steps[op.key](op, H)
 
     run(program.ops, H)
     return code

@@ -752,7 +752,7 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
     for k, op in enumerate(program.ops):
         traps, affine = eng.run((op,), traps, affine)
         if k + 1 in snapshots and k + 1 < len(program.ops):
-            snap_ok[k + 1] = affine and isinstance(readout, Affine)
+            snap_ok[k + 1] = affine and readout.is_affine
             if snap_ok[k + 1]:
                 W = eng.mat((id(readout), "Wt"), readout.W.T)
                 b = np.asarray(readout.b, float)
@@ -836,6 +836,7 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
         exact_traps=traps,
         prefix_maps=prefix_maps,
         prefix_keys=prefix_keys,
+        code_map=program.code_map,
     )
 
 

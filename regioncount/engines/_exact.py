@@ -38,7 +38,7 @@ from ..networks._interpret import (  # noqa: F401  (re-exported for the plane en
     exact_scores,
     exact_weights,
 )
-from ..networks._ops import Affine, Residual
+from ..networks._ops import Residual
 
 
 class ExactReplay:
@@ -82,7 +82,7 @@ class ExactReplay:
         if pos == 0:
             return None
         ins = self.ins[pos - 1]
-        return ins[1] if ins[0] == "leaf" and isinstance(ins[1], Affine) else None
+        return ins[1] if ins[0] == "leaf" and ins[1].is_affine else None
 
     def _step(self, ins, M, stack, code):
         if ins[0] == "push":

@@ -123,7 +123,8 @@ def hash_codes(codes, multipliers):
     probability at most ``2^(v-63)``. With every ``|d_i| < 2^s`` (so ``v <= s - 1``) that is ``2^(s-64)``
     per lane, ``2^(2s-128)`` for both, and below ``S^2 2^(2s-129)`` for ``S`` distinct codes. A ReLU bit
     differs by 1, which is not below ``2^0``: ``s = 1`` for ReLU bits, ``s = ceil(log2 k)`` for argmax
-    digits ``0..k-1``.
+    digits ``0..k-1``, ``s = ceil(log2 (k+1))`` for the pieces ``0..k`` of a piecewise-linear op (the sample
+    engine hashes those: its multipliers are mapped through the program's ``CodeMap``).
     """
     c = codes.astype(jnp.uint64)
     return jnp.stack([c @ multipliers[0], c @ multipliers[1]], axis=-1)

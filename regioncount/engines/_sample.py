@@ -19,7 +19,7 @@ from .._config import DEFAULT_MEMORY_CAP
 from .._domain import AffineSlice, Box, Segment, Slice
 from .._errors import DomainError, MemoryCapError
 from ..networks import check_domain, lower, walk_widths
-from ..networks._ops import Attention, code_length
+from ..networks._ops import code_length
 from ._forward import forward_keys, hash_multipliers
 
 #: Bytes one distinct code costs while merging: two uint64 key lanes, an int64 count, and sort scratch.
@@ -123,10 +123,7 @@ def _activation_floats(program) -> int:
     T = program.tokens
     total = T * program.input_dim
     for op, w_in, w_out in walk_widths(program):
-        total += T * (w_in + w_out)
-        if isinstance(op, Attention):
-            dk = op.Wq.shape[2] + op.Wk.shape[2] + op.Wv.shape[2]
-            total += op.heads * (T * T * 3 + T * dk)
+        total += T * (w_in + w_out) + op.work_floats(T)
     return total + 3 * code_length(program)
 
 
@@ -268,6 +265,14 @@ def count_sampled_prefixes(
     return out
 
 
+def op_multipliers(program) -> np.ndarray:
+    """The hash multipliers of ``program``'s code: those of the code its ops record (pieces of a
+    piecewise-linear op, not its ReLU form's bits; :meth:`~regioncount.networks.CodeMap.form_multipliers`), as
+    multipliers of the lowered code the forward pass computes."""
+    cm = program.code_map
+    return hash_multipliers(code_length(program)) if cm is None else cm.form_multipliers(hash_multipliers(cm.op_length))
+
+
 def _sample_points(program, domain, start: int, stop: int, spec, counters) -> int:
     """Forward points ``start:stop`` (one chunk) of the sample ``spec = (grid, seed, chunk, prefixes)``
     and add their keys to ``counters`` (one per prefix); returns the number of ties.
@@ -288,7 +293,7 @@ def _sample_points(program, domain, start: int, stop: int, spec, counters) -> in
     X = x0 + U @ V.T
     if n < chunk:  # pad to the compiled batch size; padded rows are dropped below
         X = np.concatenate([X, np.repeat(X[-1:], chunk - n, 0)])
-    keys, head, tie = forward_keys(program, X, hash_multipliers(code_length(program)), prefixes)
+    keys, head, tie = forward_keys(program, X, op_multipliers(program), prefixes)
     keys, head = np.asarray(keys)[:n], np.asarray(head)[:n]
     for p, counter in enumerate(counters):
         starts = np.flatnonzero(head[:, p])

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._ops import Affine, GroupMax, PiecewiseLinear, Program, ReLU, Residual, as_f64, walk_widths
+from ._ops import Affine, GroupMax, Program, Residual, as_f64, walk_widths
 
 
 def _pair(v: Any, name: str) -> tuple[int, int]:
@@ -181,7 +181,7 @@ def fuse_affines(ops) -> tuple:
     for op in ops:
         if isinstance(op, Residual):
             op = Residual(fuse_affines(op.body))
-        if isinstance(op, Affine) and out and isinstance(out[-1], Affine):
+        if op.is_affine and out and out[-1].is_affine:
             prev = out.pop()
             op = Affine(as_f64(op.W @ prev.W), as_f64(op.W @ prev.b + op.b))
         out.append(op)
@@ -312,9 +312,7 @@ def reshape_shape(in_shape, shape) -> tuple:
 
 def lower_layer(layer, shape: tuple) -> tuple[list, tuple]:
     """One layer on an input of per-example ``shape`` -> ``(ops, out_shape)``."""
-    if isinstance(layer, ReLU):
-        return [ReLU()], shape
-    if isinstance(layer, PiecewiseLinear):  # entrywise: the shape is kept
+    if getattr(layer, "entrywise", False):  # an entrywise op (ReLU, a piecewise-linear one) keeps the shape
         return [layer], shape
     if isinstance(layer, Conv2d):
         op, out = conv2d_affine(

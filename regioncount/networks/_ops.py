@@ -27,6 +27,17 @@ import dataclasses
 import numpy as np
 
 from .._config import when_jax_imported
+from ._spans import Span, bilinear_zero, entrywise_spans
+
+
+def _exact_product(A, B) -> list[list]:
+    """``A @ B`` of two float matrices in exact rationals (a list of rows of Fractions)."""
+    from fractions import Fraction
+
+    Af = [[Fraction(float(x)) for x in row] for row in np.asarray(A)]
+    Bt = [[Fraction(float(x)) for x in col] for col in np.asarray(B).T]
+    return [[sum((a * b for a, b in zip(r, c) if a and b), Fraction(0)) for c in Bt] for r in Af]
+
 
 SIGMAS = ("hardmax", "relu", "softmax")
 
@@ -83,8 +94,9 @@ def _frozen(a):
 
 
 #: what an op records in the code: ``"nothing"``, ``"bits"`` (one 0/1 entry per decision, 1 where the compared
-#: value is > 0) or ``"argmax"`` (the index of the first largest of several values)
-RECORDS = ("nothing", "bits", "argmax")
+#: value is > 0), ``"argmax"`` (the index of the first largest of several values) or ``"piece"`` (the index of
+#: the piece of a piecewise-linear function of one variable: the number of its breakpoints below the input)
+RECORDS = ("nothing", "bits", "argmax", "piece")
 
 
 class _Facts:
@@ -96,13 +108,45 @@ class _Facts:
     - :meth:`code_length`: how many code entries it writes, given its input width and the tokens;
     - :meth:`digit_max`: the largest value a code entry can take (0 when it records nothing);
     - :attr:`degree`: the degree of its output in its input on one piece (1: affine on every piece);
+    - :attr:`decision_degree`: the degree of what decides its code (attention's scores: 2);
     - :attr:`smooth`: True when it makes no discrete decision at all (softmax);
-    - :meth:`width_out`: its output width given its input width (raises ``ValueError`` when they do not fit).
+    - :meth:`width_out`: its output width given its input width (raises ``ValueError`` when they do not fit);
+    - :attr:`is_affine`: it is one affine map ``H @ W.T + b`` (attributes ``W``, ``b``);
+    - :attr:`entrywise`: it acts on each entry alone (keeps any shape: a conv net's activations);
+    - :attr:`label`: what its code entries are, in words (figures and tables);
+    - :meth:`work_floats`: floats one example keeps live in it beyond its input and output (memory sizing).
     """
 
     records: str = "nothing"
     degree: int = 1
+    #: the degree, in its input, of the values whose signs or order decide its code (attention scores: 2)
+    decision_degree: int = 1
     smooth: bool = False
+    is_affine: bool = False
+    entrywise: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.key
+
+    def work_floats(self, tokens: int) -> int:
+        return 0
+
+    @property
+    def body_ops(self) -> tuple | None:
+        """The ops of a block that holds others (:class:`Residual`), None for a leaf op."""
+        return None
+
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        """The spans of its output rows' linear parts and of their differences across tokens, given those of
+        its input (supersets, exact; :mod:`._spans`). By default: anything of its output width."""
+        w = self.width_out(Z.d)
+        return Span.coordinates(w, range(w)), Span.coordinates(w, range(w))
+
+    def straight_on(self, Z: Span, D: Span) -> bool:
+        """Its boundaries are lines on every region when its input has these spans (only hardmax attention
+        compares products of its input)."""
+        return True
 
     @property
     def key(self) -> str:
@@ -117,6 +161,11 @@ class _Facts:
     def width_out(self, width_in: int) -> int:
         return width_in
 
+    def form_spec(self) -> tuple | None:
+        """None: the op runs as itself and the code it records is the engines' code. An op that lowering
+        rewrites into other ops (:class:`PiecewiseLinear`) says here how its form's code gives its own."""
+        return None
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Affine(_Facts):
@@ -124,6 +173,7 @@ class Affine(_Facts):
 
     W: np.ndarray
     b: np.ndarray
+    is_affine = True
 
     def __post_init__(self):
         W, b = _frozen(self.W), _frozen(self.b)
@@ -137,18 +187,25 @@ class Affine(_Facts):
             raise ValueError(f"affine expects width {self.W.shape[1]}, gets {width_in}")
         return int(self.W.shape[0])
 
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        return Z.map(self.W.T), D.map(self.W.T)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ReLU(_Facts):
     """Entrywise ``max(H, 0)``; records one bit per entry (``T * width``), 1 where the input is > 0."""
 
     records = "bits"
+    entrywise = True
 
     def code_length(self, width_in: int, tokens: int) -> int:
         return tokens * width_in
 
     def digit_max(self, tokens: int) -> int:
         return 1
+
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        return entrywise_spans(Z, D, tokens)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -158,6 +215,7 @@ class GroupMax(_Facts):
 
     k: int
     records = "argmax"
+    label = "maxout argmax"  # type: ignore[assignment]
 
     def __post_init__(self):
         if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
@@ -174,6 +232,13 @@ class GroupMax(_Facts):
         if width_in % self.k:
             raise ValueError(f"group max of rank {self.k} on width {width_in}")
         return width_in // self.k
+
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        # unit u keeps one of its k entries: its output moves where one of them does
+        n = Z.d // self.k
+        z = {i // self.k for i in Z.support()}
+        zd = z | {i // self.k for i in D.support()}
+        return Span.coordinates(n, z), (Span.coordinates(n, zd) if tokens > 1 else Span(n))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -195,6 +260,7 @@ class Attention(_Facts):
     causal: bool = False
     scale_by_T: bool = False
     inv_temperature: float = 1.0
+    decision_degree = 2  # the scores are quadratic in H
 
     def __post_init__(self):
         if self.sigma not in SIGMAS:
@@ -224,6 +290,14 @@ class Attention(_Facts):
         return f"attention/{self.sigma}"
 
     @property
+    def label(self) -> str:
+        return f"{self.sigma} attention"
+
+    def work_floats(self, tokens: int) -> int:
+        dk = self.Wq.shape[2] + self.Wk.shape[2] + self.Wv.shape[2]
+        return self.heads * (tokens * tokens * 3 + tokens * dk)
+
+    @property
     def records(self) -> str:  # type: ignore[override]
         return {"hardmax": "argmax", "relu": "bits", "softmax": "nothing"}[self.sigma]
 
@@ -247,12 +321,31 @@ class Attention(_Facts):
             raise ValueError(f"attention expects width {self.Wq.shape[1]}, gets {width_in}")
         return width_in
 
+    def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
+        if self.sigma != "hardmax":  # weights that move with the input: anything
+            return super().spans(Z, D, tokens)
+        # row i is sum_j a_ij H_j Wv Wo with sum_j a_ij = 1: rows in Z Wv Wo, differences in D Wv Wo
+        Zo, Do = Span(Z.d), Span(Z.d)
+        for h in range(self.heads):
+            VO = _exact_product(self.Wv[h], self.Wo[h])  # exact: a rounded product would not bound the span
+            Zo, Do = Zo + Z.map(VO), Do + D.map(VO)
+        return Zo, Do
+
+    def straight_on(self, Z: Span, D: Span) -> bool:
+        if self.sigma != "hardmax":
+            return False
+        return all(bilinear_zero(Z, _exact_product(self.Wq[h], np.asarray(self.Wk[h]).T), D) for h in range(self.heads))
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Residual(_Facts):
     """``H <- H + body(H)`` for a tuple of ops ``body``; records what its body records."""
 
     body: tuple
+
+    @property
+    def body_ops(self) -> tuple:  # type: ignore[override]
+        return self.body
 
     def __post_init__(self):
         body = tuple(self.body)
@@ -288,20 +381,28 @@ class PiecewiseLinear(_Facts):
     """A continuous piecewise-linear function of one variable applied entrywise: breakpoints
     ``b_1 < ... < b_k`` (``k >= 1``), ``k + 1`` slopes, and ``intercept`` (the value at 0 of the first piece's
     line). ReLU is ``((0,), (0, 1))``, LeakyReLU(a) ``((0,), (a, 1))``, Abs ``((0,), (-1, 1))``, HardTanh
-    ``((lo, hi), (0, 1, 0), lo)``; a user's approximation of GELU or SiLU is its breakpoints and slopes.
+    ``((lo, hi), (0, 1, 0), lo)``; a user's approximation of GELU or SiLU is its breakpoints and slopes
+    (:meth:`interpolating`).
+
+    It records the piece of each entry: ``T * width`` digits in ``0 .. k`` (the number of breakpoints strictly
+    below the entry, so a point on a breakpoint takes the lower piece, as a ReLU bit is 0 at 0).
 
     Every engine runs it through its exact ReLU form (:meth:`relu_form`, applied by :func:`relu_form` when a
     network is lowered): per entry ``x`` the units ``(x - b_i)_+`` (one per breakpoint, a second copy where
     the previous slope is not zero), ``(b_1 - x)_+`` and the constant ``|b_1|`` where the first slope is not
     zero, combined by an affine map whose weights are the slopes themselves. Every weight is a float64 as
     given, so the rational function is the op's exactly; the extra units' lines coincide with ``x = b_1`` or
-    are constant, so the regions are those of the op. The code is the ReLU form's bits (``units`` per entry).
+    are constant, so the regions are those of the op. The form's ReLU bits of an entry give its piece (the sum
+    of the bits of the first unit of each breakpoint, :meth:`pieces_of_bits`) and, on a region, the piece gives
+    the bits back (:meth:`bits_of_pieces`): the lowered program's :class:`CodeMap` translates the two codes.
     """
 
     breakpoints: tuple
     slopes: tuple
     intercept: float = 0.0
-    records = "bits"
+    records = "piece"
+    entrywise = True
+    label = "piecewise-linear piece"  # type: ignore[assignment]
 
     def __post_init__(self):
         b = tuple(float(v) for v in np.ravel(self.breakpoints))
@@ -317,30 +418,53 @@ class PiecewiseLinear(_Facts):
         object.__setattr__(self, "slopes", s)
         object.__setattr__(self, "intercept", a)
 
+    @classmethod
+    def interpolating(cls, fn, breakpoints, left_slope: float, right_slope: float) -> PiecewiseLinear:
+        """The continuous piecewise-linear function through ``(b_i, fn(b_i))`` at the ``breakpoints``, with
+        slopes ``left_slope`` before the first and ``right_slope`` after the last (a user's approximation of a
+        smooth activation, e.g. GELU with slopes 0 and 1). The slopes and intercept are the float64 values
+        computed here; the op is exactly the function they define."""
+        b = np.asarray(breakpoints, dtype=np.float64).ravel()
+        y = np.asarray([float(fn(float(v))) for v in b])
+        inner = list((y[1:] - y[:-1]) / (b[1:] - b[:-1]))
+        slopes = [float(left_slope), *inner, float(right_slope)]
+        return cls(tuple(b), tuple(slopes), float(y[0] - left_slope * b[0]))
+
     def _units(self) -> list[tuple[float, float, float]]:
         """Per entry: the ReLU form's units ``(weight, bias, output weight)`` (pre-activation ``w x + bias``)."""
+        return [u for u, _ in self._unit_roles()]
+
+    def _unit_roles(self) -> list[tuple[tuple[float, float, float], tuple[str, int]]]:
+        """The ReLU form's units, each with its role: ``("above", i)`` (its bit is ``x > b_i``, the first unit
+        of breakpoint ``i``), ``("copy", i)`` (the same bit again), ``("below", 0)`` (``x < b_1``) or
+        ``("one", 0)`` (a constant, bit 1)."""
         b, s = self.breakpoints, self.slopes
-        units = [(1.0, -b[0], s[1])]
+        units = [((1.0, -b[0], s[1]), ("above", 0))]
         for i in range(1, len(b)):
-            units.append((1.0, -b[i], s[i + 1]))
+            units.append(((1.0, -b[i], s[i + 1]), ("above", i)))
             if s[i] != 0:
-                units.append((1.0, -b[i], -s[i]))
+                units.append(((1.0, -b[i], -s[i]), ("copy", i)))
         if s[0] != 0:
-            units.append((-1.0, b[0], -s[0]))
+            units.append(((-1.0, b[0], -s[0]), ("below", 0)))
             if b[0] != 0:
-                units.append((0.0, abs(b[0]), s[0] if b[0] > 0 else -s[0]))
+                units.append(((0.0, abs(b[0]), s[0] if b[0] > 0 else -s[0]), ("one", 0)))
         return units
 
     @property
     def units(self) -> int:
-        """ReLU units per entry in the ReLU form (code entries per entry)."""
-        return len(self._units())
+        """ReLU units per entry in the ReLU form."""
+        return len(self._unit_roles())
+
+    @property
+    def k(self) -> int:
+        """Number of breakpoints (pieces: ``k + 1``)."""
+        return len(self.breakpoints)
 
     def code_length(self, width_in: int, tokens: int) -> int:
-        return tokens * width_in * self.units
+        return tokens * width_in
 
     def digit_max(self, tokens: int) -> int:
-        return 1
+        return self.k
 
     def piece(self, x) -> np.ndarray:
         """The index of the piece of each entry of ``x`` (the number of breakpoints below it)."""
@@ -369,6 +493,122 @@ class PiecewiseLinear(_Facts):
                 b1[j * u + t] = c
                 W2[j, j * u + t] = o
         return Affine(W1, b1), ReLU(), Affine(W2, np.full(width, self.intercept))
+
+    def form_spec(self) -> tuple[int, tuple[int, ...], tuple[tuple[str, int], ...]]:  # type: ignore[override]
+        """``(units, above, roles)``: the ReLU form's units per entry, the unit index of each breakpoint's
+        first unit, and every unit's role (:meth:`_unit_roles`): what a :class:`CodeMap` needs, hashable."""
+        roles = tuple(r for _, r in self._unit_roles())
+        above = tuple(t for t, r in enumerate(roles) if r[0] == "above")
+        return len(roles), above, roles
+
+
+def _pieces_of_bits(spec, bits):
+    """Pieces ``(..., E)`` of ReLU-form bits ``(..., E * units)`` (NumPy or JAX arrays)."""
+    units, above, _ = spec
+    B = bits.reshape(bits.shape[:-1] + (bits.shape[-1] // units, units))
+    return sum(B[..., t] for t in above)
+
+
+def _bits_of_pieces(spec, pieces: np.ndarray) -> np.ndarray:
+    """ReLU-form bits ``(..., E * units)`` of pieces ``(..., E)`` (the bits of any point inside a region)."""
+    units, _, roles = spec
+    p = np.asarray(pieces)
+    cols = []
+    for kind, i in roles:
+        if kind in ("above", "copy"):
+            cols.append(p > i)
+        elif kind == "below":
+            cols.append(p == 0)
+        else:
+            cols.append(np.ones_like(p, dtype=bool))
+    return np.stack(cols, axis=-1).reshape(p.shape[:-1] + (p.shape[-1] * units,)).astype(p.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeMap:
+    """How the code of a lowered program (the ReLU form every engine runs) translates to the code its ops
+    record, and back. ``segments`` holds, per leaf op in order, ``(form_start, form_len, op_start, op_len,
+    spec)``, with ``spec`` None where both codes agree and a :meth:`PiecewiseLinear.form_spec` where the form
+    records ReLU bits for the op's pieces. Hashable: it is static data of the program's pytree."""
+
+    segments: tuple
+    form_length: int
+    op_length: int
+
+    @staticmethod
+    def of(program: Program) -> CodeMap | None:
+        """The map of ``program`` (before lowering) to its ReLU form, or None when the two codes agree."""
+        segs, fpos, opos, any_pwl = [], 0, 0, False
+        for op, w, _ in walk_widths(program):
+            n = op.code_length(w, program.tokens)
+            spec = op.form_spec()
+            fn = n * spec[0] if spec else n
+            any_pwl |= spec is not None
+            if n:
+                segs.append((fpos, fn, opos, n, spec))
+            fpos, opos = fpos + fn, opos + n
+        return CodeMap(tuple(segs), fpos, opos) if any_pwl else None
+
+    def to_ops(self, codes):
+        """The ops' codes ``(..., op_length)`` of form codes ``(..., form_length)`` (NumPy; or JAX inside a
+        trace)."""
+        xp = np if isinstance(codes, np.ndarray) else __import__("jax.numpy", fromlist=["numpy"])
+        parts = []
+        for fs, fl, _, _, spec in self.segments:
+            c = codes[..., fs : fs + fl]
+            parts.append(c if spec is None else _pieces_of_bits(spec, c).astype(codes.dtype))
+        if not parts:
+            return codes[..., :0]
+        return xp.concatenate(parts, axis=-1)
+
+    def to_form(self, codes: np.ndarray) -> np.ndarray:
+        """The form's codes of the ops' codes of regions (NumPy)."""
+        codes = np.asarray(codes)
+        parts = []
+        for _, _, os, ol, spec in self.segments:
+            c = codes[..., os : os + ol]
+            parts.append(c if spec is None else _bits_of_pieces(spec, c))
+        return np.concatenate(parts, axis=-1) if parts else codes[..., :0]
+
+    def form_multipliers(self, m: np.ndarray) -> np.ndarray:
+        """Hash multipliers ``(L, op_length)`` as multipliers of the form's code ``(L, form_length)``: since a
+        piece is the sum of its breakpoints' first bits, ``form_code . form_multipliers(m) = op_code . m`` for
+        every point (mod ``2^64``), so hashing the form's code this way hashes the ops' code."""
+        out = np.zeros(m.shape[:-1] + (self.form_length,), dtype=m.dtype)
+        for fs, fl, os, ol, spec in self.segments:
+            if spec is None:
+                out[..., fs : fs + fl] = m[..., os : os + ol]
+                continue
+            units, above, _ = spec
+            for t in above:
+                out[..., fs + t : fs + fl : units] = m[..., os : os + ol]
+        out.setflags(write=False)
+        return out
+
+    def form_prefix(self, op_prefix: int) -> int:
+        """The form's code length covering the first ``op_prefix`` entries of the ops' code (a prefix ends
+        at an op's end)."""
+        for fs, fl, os, ol, _ in self.segments:
+            if os + ol >= op_prefix:
+                if op_prefix == os:
+                    return fs
+                if op_prefix != os + ol:
+                    raise ValueError(f"code prefix {op_prefix} ends inside an op's code")
+                return fs + fl
+        return self.form_length
+
+
+def op_codes(program: Program, codes):
+    """The codes ``program``'s ops record (pieces for piecewise-linear ops) of codes in the layout the lowered
+    ``program`` runs (the same array when the two agree)."""
+    cm = getattr(program, "code_map", None)
+    return codes if cm is None else cm.to_ops(codes)
+
+
+def form_codes(program: Program, codes):
+    """The inverse of :func:`op_codes` on the codes of regions."""
+    cm = getattr(program, "code_map", None)
+    return codes if cm is None else cm.to_form(codes)
 
 
 def leaky_relu(a: float = 0.01) -> PiecewiseLinear:
@@ -442,6 +682,9 @@ class Program:
     ops: tuple
     out_token: int = 0
     valid_box: tuple | None = None
+    #: set by lowering (:func:`relu_form`): how this program's code translates to the code of the program it
+    #: was lowered from (:class:`CodeMap`); None: they agree
+    code_map: CodeMap | None = None
 
     def __post_init__(self):
         ops = tuple(self.ops)
@@ -460,7 +703,7 @@ class Program:
         walk_widths(self)  # every width fits, or ValueError now rather than in an engine
 
 
-_pytree(Program, ("ops",), ("tokens", "input_dim", "out_token", "valid_box"))
+_pytree(Program, ("ops",), ("tokens", "input_dim", "out_token", "valid_box", "code_map"))
 
 
 def relu_form(program: Program) -> Program:
@@ -468,7 +711,7 @@ def relu_form(program: Program) -> Program:
     holds none): the form every engine and interpreter runs."""
 
     def has(ops) -> bool:
-        return any(isinstance(op, PiecewiseLinear) or (isinstance(op, Residual) and has(op.body)) for op in ops)
+        return any(op.form_spec() is not None or (isinstance(op, Residual) and has(op.body)) for op in ops)
 
     if not has(program.ops):
         return program
@@ -479,7 +722,7 @@ def relu_form(program: Program) -> Program:
             if isinstance(op, Residual):
                 body, _ = rewrite(op.body, width)
                 out.append(Residual(tuple(body)))
-            elif isinstance(op, PiecewiseLinear):
+            elif op.form_spec() is not None:
                 out += list(op.relu_form(width))
             else:
                 out.append(op)
@@ -487,7 +730,9 @@ def relu_form(program: Program) -> Program:
         return out, width
 
     ops, _ = rewrite(program.ops, program.input_dim)
-    return Program(program.tokens, program.input_dim, tuple(ops), program.out_token, program.valid_box)
+    return Program(
+        program.tokens, program.input_dim, tuple(ops), program.out_token, program.valid_box, CodeMap.of(program)
+    )
 
 
 def walk_widths(program: Program) -> list[tuple[Op, int, int]]:

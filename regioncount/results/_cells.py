@@ -142,6 +142,7 @@ class Cells:
         rational_witness=None,
         exact_traps=None,
         prefix_keys=None,
+        code_map=None,
     ):
         self.domain = domain
         self.traps = traps
@@ -158,6 +159,8 @@ class Cells:
         self.degree = degree
         self.rational_witness = rational_witness
         self.exact_traps = exact_traps
+        #: the lowered program's :class:`~regioncount.networks.CodeMap` (None: its code is the ops' own)
+        self.code_map = code_map
         self.prefix_keys = dict(prefix_keys or {})
         if adjacency is not None:
             E, self._n_walls = adjacency
@@ -265,7 +268,11 @@ class Cells:
         return self.centre + self.half * np.stack([x, y], 1)
 
     # the result protocol (results/_protocol.py): per cell, not per trapezoid
-    region_codes = cell_codes
+    @property
+    def region_codes(self) -> np.ndarray:
+        """:attr:`cell_codes` as the network's ops record them (a piecewise-linear op's piece per entry)."""
+        return self.cell_codes if self.code_map is None else self.code_map.to_ops(self.cell_codes)
+
     witnesses = witness
 
     @functools.cached_property

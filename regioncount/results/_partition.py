@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 
 from .. import _tolerances as tol
+from ..networks._ops import op_codes
 from ._graph import _components as _components  # re-exported: every result type labels components
 
 #: Default node limit of :meth:`Partition.to_networkx`.
@@ -143,7 +144,9 @@ class Partition:
 
     @property
     def region_codes(self) -> np.ndarray:
-        return self.codes
+        """The codes the network's ops record (a piecewise-linear op's piece per entry); :attr:`codes` is the
+        code of the lowered program the engine ran (the same array for every other op)."""
+        return op_codes(self.program, self.codes) if self.program is not None else self.codes
 
     @property
     def witnesses(self) -> np.ndarray:

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from .. import _tolerances as tol
+from ..networks._ops import op_codes
 from ._partition import _components, block_code_rows
 
 
@@ -96,7 +97,9 @@ class Polytopes:
 
     @property
     def region_codes(self) -> np.ndarray:
-        return self.codes
+        """The codes the network's ops record (a piecewise-linear op's piece per entry); :attr:`codes` is the
+        code of the lowered program the engine ran (the same array for every other op)."""
+        return op_codes(self.program, self.codes) if self.program is not None else self.codes
 
     @property
     def witnesses(self) -> np.ndarray:

@@ -35,8 +35,9 @@ def test_design_section_3_lists_every_tolerance_with_its_value():
 
 
 def test_the_engines_use_the_one_copy_of_the_constants():
-    from regioncount.engines import _line, _space, _whole_plane
+    from regioncount.engines import _line, _whole_plane
     from regioncount.engines._plane import _argmax
+    from regioncount.engines._space import _predicates as _space
 
     assert _line._ZERO == tol.LINE_ZERO and _line._NOISE == tol.LINE_NOISE
     assert _line._gamma is pr.gamma and _space._gamma is pr.gamma

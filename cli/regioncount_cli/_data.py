@@ -1,5 +1,5 @@
-"""CLI pieces for models from elsewhere: slices through data points (``--through``), vectors from ``.npy``
-files, and the ``--decision`` options of ``count`` and ``plot``."""
+"""CLI pieces for domains and models from elsewhere: the domain the shared options name, slices through data
+points (``--through``), vectors from ``.npy`` files, and the ``--decision`` options of ``count`` and ``plot``."""
 
 from __future__ import annotations
 
@@ -80,3 +80,66 @@ def through_slice(net, paths, lo: float, hi: float) -> tuple[Slice, np.ndarray]:
     pts = np.stack([load_point(p, net, "--through") for p in paths])
     s, uv = slice_through(pts)
     return Slice(s.x0, s.v1, s.v2, (lo, lo), (hi, hi)), uv
+
+
+def slice_from_options(lo: float, hi: float, origin, dir1, dir2):
+    """The 2D slice named by --origin/--dir1/--dir2 over [lo, hi]^2 in (u1, u2), or None when none is given."""
+    from regioncount import DomainError, Slice
+
+    if origin is None and dir1 is None and dir2 is None:
+        return None
+    if None in (origin, dir1, dir2):
+        raise DomainError("a slice needs all of --origin, --dir1 and --dir2")
+    return Slice(origin, dir1, dir2, (lo, lo), (hi, hi))
+
+
+def domain_from_options(
+    net,
+    box: tuple[float, float],
+    origin: str | None,
+    dir1: str | None,
+    dir2: str | None,
+    through=None,
+    *,
+    plane: bool = False,
+    start: str | None = None,
+    end: str | None = None,
+    dirs: list[str] | None = None,
+):
+    """The domain that the shared options name for ``net``, and the ``(u1, u2)`` of the --through points (or
+    None): the slice through three data points (--through), a segment (--from/--to), a k-dimensional slice
+    (--origin with --dir), a 2D slice (--origin/--dir1/--dir2, each comma-separated or a .npy file), else the
+    box [LO, HI] in every input; ``plane``: the domain must be 2D (a box only for a 2-input model)."""
+    from regioncount import AffineSlice, Box, DomainError, Segment
+
+    lo, hi = box
+    if through is not None:
+        if origin is not None or dir1 is not None or dir2 is not None:
+            raise DomainError("give --through or --origin/--dir1/--dir2, not both")
+        return through_slice(net, through, lo, hi)
+    o, d1, d2 = (vector_arg(v, name, net) for v, name in ((origin, "--origin"), (dir1, "--dir1"), (dir2, "--dir2")))
+    a, b = parse_vector(start, "--from"), parse_vector(end, "--to")
+    k_dirs = [parse_vector(d, "--dir") for d in dirs or []]
+    if lo >= hi:
+        raise DomainError(f"--box takes LO HI with LO below HI, got LO={lo:g}, HI={hi:g}")
+    if a is not None or b is not None:
+        if a is None or b is None:
+            raise DomainError("give both --from and --to for a segment")
+        return Segment(a, b), None
+    if k_dirs:
+        import numpy as np
+
+        if o is None or d1 is not None or d2 is not None:
+            raise DomainError("a slice with --dir needs --origin and no --dir1/--dir2")
+        if len({len(d) for d in k_dirs} | {len(o)}) != 1:
+            raise DomainError("--origin and every --dir must have the same number of entries")
+        return AffineSlice(o, np.array(k_dirs).T, lo, hi), None
+    sliced = slice_from_options(lo, hi, o, d1, d2)
+    if sliced is not None:
+        return sliced, None
+    if plane and net.input_dim != 2:
+        raise DomainError(
+            f"the model takes {net.input_dim} input{'s' if net.input_dim != 1 else ''}: give a 2D slice with "
+            "--origin, --dir1 and --dir2 (or --through)"
+        )
+    return Box(lo, hi, net.input_dim), None

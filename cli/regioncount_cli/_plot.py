@@ -16,13 +16,12 @@ from ._common import (
     ModelArg,
     OriginOpt,
     PlaneBoxOpt,
-    domain_from_options,
     dump_json,
     fail,
     guarded,
     parse_vector,
 )
-from ._data import ThroughOpt
+from ._data import ThroughOpt, domain_from_options
 from ._files import write_files
 from ._validate import MemoryCapOpt, at_least, box_callback, one_of
 

@@ -38,12 +38,11 @@ from ._common import (
     NoLinearOpt,
     OriginOpt,
     console,
-    domain_from_options,
     dump_json,
     fail,
     guarded,
 )
-from ._data import DecisionOpt, ThroughOpt
+from ._data import DecisionOpt, ThroughOpt, domain_from_options
 from ._export import ExportOpt, check_export, export_domain, export_file_bytes
 from ._files import write_files
 from ._validate import MemoryCapOpt, at_least, one_of

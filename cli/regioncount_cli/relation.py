@@ -27,8 +27,8 @@ from ._common import (
     guarded,
     parse_ints,
     parse_vector,
-    slice_from_options,
 )
+from ._data import slice_from_options
 from ._files import write_files
 from ._validate import MemoryCapOpt, finite
 

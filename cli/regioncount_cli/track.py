@@ -19,12 +19,12 @@ from ._common import (
     NoLinearOpt,
     OriginOpt,
     console,
-    domain_from_options,
     dump_json,
     fail,
     guarded,
     parse_vector,
 )
+from ._data import domain_from_options
 from ._files import write_files
 from ._validate import MemoryCapOpt, at_least, finite, one_of
 

@@ -18,11 +18,10 @@ from ._common import (
     ModelArg,
     OriginOpt,
     PlaneBoxOpt,
-    domain_from_options,
     dump_json,
     guarded,
 )
-from ._data import ThroughOpt
+from ._data import ThroughOpt, domain_from_options
 from ._files import write_files
 from ._validate import MemoryCapOpt, at_least, one_of
 

@@ -133,3 +133,18 @@ def test_default_workers_reads_the_setting_then_the_environment(monkeypatch):
         assert default_workers() == 3 and default_workers(1) == 1
     else:
         assert default_workers() == 1
+
+
+def _workers_in_a_pool_worker(_):
+    from regioncount.engines._fork import can_fork, default_workers
+
+    return can_fork(), default_workers(4)
+
+
+def test_a_daemonic_pool_worker_does_not_fork():
+    # the scan's pool workers are daemonic and may not have children: the plane engine and tiles run there in
+    # one process (this once failed `regioncount scan` with "daemonic processes are not allowed to have children")
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(1) as pool:
+        assert pool.map(_workers_in_a_pool_worker, [0]) == [(False, 1)]

@@ -28,12 +28,14 @@ def cores() -> int:
 
 
 def can_fork() -> bool:
-    """Whether this process can fork workers: the platform forks, and JAX is not loaded (its threads make a
-    fork unsafe, and it says so at every fork); a process that has imported JAX runs the work itself."""
+    """Whether this process can fork workers: the platform forks, JAX is not loaded (its threads make a fork
+    unsafe, and it says so at every fork), and this process is not itself a daemonic worker (a pool's worker,
+    e.g. the scan's, or one of :func:`fork_map`'s children, may not have children); otherwise the process
+    runs the work itself."""
     import multiprocessing as mp
     import sys
 
-    return "fork" in mp.get_all_start_methods() and "jax" not in sys.modules
+    return "fork" in mp.get_all_start_methods() and "jax" not in sys.modules and not mp.current_process().daemon
 
 
 def default_workers(setting: int | None = None) -> int:

@@ -76,35 +76,37 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     st = _State(lo=np.zeros(1), hi=np.ones(1), H=H, stack=[], codes=[], ties=np.zeros(1, np.int64))
     _apply(st, program.ops, T)
 
-    n = st.lo.shape[0]
     local = _pad(st.H[:, :, program.out_token, :], degree + 1)[:, : degree + 1]  # (n, K+1, out)
     m, h = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
     with np.errstate(over="ignore", invalid="ignore"):
         glob = _reexpand(local, -m / h, 1.0 / h)
-    codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
-    arrays = {
-        "breaks": np.append(st.lo, st.hi[-1]),
-        "codes": op_codes(program, codes.astype(np.int32)),  # pieces, not the ReLU form's bits
-        "output": glob.transpose(0, 2, 1).copy(),
-        "local_output": local.transpose(0, 2, 1).copy(),
-        "piece_ties": st.ties,
-        "same_polynomial": _same_polynomials(st.lo, st.hi, local),
-    }
-    for a in arrays.values():
-        a.setflags(write=False)
+    arrays = _piece_arrays(st, program, glob, local, st.ties, _same_polynomials(st.lo, st.hi, local))
     return LinePieces(
         segment=seg,
-        breaks=arrays["breaks"],
-        codes=arrays["codes"],
-        output=arrays["output"],
-        local_output=arrays["local_output"],
         kind="linear" if is_piecewise_linear(program) else "spline",
         degree=degree,
         ties=int(np.count_nonzero(st.ties)),
-        piece_ties=arrays["piece_ties"],
-        same_polynomial=arrays["same_polynomial"],
         exact=False,
+        **arrays,
     )
+
+
+def _piece_arrays(st, program: Program, glob, local, piece_ties, same) -> dict:
+    """The read-only arrays of a walk's :class:`LinePieces`: breaks, the ops' codes (pieces, not the ReLU
+    form's bits), outputs in ``t`` and per piece, ties and which neighbours share one output."""
+    n = st.lo.shape[0]
+    codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
+    arrays = {
+        "breaks": np.append(st.lo, st.hi[-1]),
+        "codes": op_codes(program, codes.astype(np.int32)),
+        "output": glob.transpose(0, 2, 1).copy(),
+        "local_output": local.transpose(0, 2, 1).copy(),
+        "piece_ties": piece_ties,
+        "same_polynomial": same,
+    }
+    for a in arrays.values():
+        a.setflags(write=False)
+    return arrays
 
 
 def _same_affine(C: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
@@ -139,17 +141,7 @@ def _walk_exact(program: Program, seg: Segment) -> LinePieces:
     glob = st.H[:, :, program.out_token, :]  # (n, 2, out) in t
     m, h = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
     local = np.stack([glob[:, 0] + glob[:, 1] * m[:, None], glob[:, 1] * h[:, None]], axis=1)
-    codes = np.concatenate(st.codes, axis=1) if st.codes else np.zeros((n, 0), np.int32)
-    arrays = {
-        "breaks": np.append(st.lo, st.hi[-1]),
-        "codes": op_codes(program, codes.astype(np.int32)),  # pieces, not the ReLU form's bits
-        "output": glob.transpose(0, 2, 1).copy(),
-        "local_output": local.transpose(0, 2, 1).copy(),
-        "piece_ties": np.zeros(n, np.int64),
-        "same_polynomial": _same_affine(glob),
-    }
-    for a in arrays.values():
-        a.setflags(write=False)
+    arrays = _piece_arrays(st, program, glob, local, np.zeros(n, np.int64), _same_affine(glob))
     return LinePieces(
         segment=seg,
         kind="linear",

@@ -431,6 +431,87 @@ def _float_groupmax(op: GroupMax, A, E, code, rows):
     return W[..., 0], EW[..., 0]
 
 
+def _float_linear(A, E, W):
+    """``A @ W`` on the last axis of float maps ``A (R, c, T, d)`` (``W (d, m)``, no bias) and a bound ``(R, T, m)``
+    on every coefficient's error (inputs off by ``E (R, T, d)``; Higham 2002, Thm 3.1, over the nonzero terms)."""
+    aW = np.abs(W)
+    n = int(np.count_nonzero(W, axis=0).max(initial=0)) + 1
+    out = A @ W
+    aA = np.abs(A).max(axis=1)
+    mag = aA @ aW
+    err = _grow(E @ aW + gamma(n) * mag + underflow_slack(n), 2 * n + 4)
+    # an output none of whose products can be nonzero (every input it reads is an exact zero) is exactly zero
+    live = ((aA > 0) | (E > 0)).astype(np.float64) @ (W != 0).astype(np.float64)
+    err[live == 0] = 0.0
+    return out, err
+
+
+@FLOAT.register("attention/hardmax")
+def _float_hardmax(op: Attention, A, E, code, rows):
+    """Hardmax attention under the winners ``code (R, heads T)`` (head-major), as :func:`_exact_attention`: each
+    query averages the keys whose score polynomial equals its winner's exactly. A key is out where some
+    coefficient of the two scores' symmetric forms differs by more than their bounds, in where the forms are
+    bitwise equal with zero bounds; a region where some key is neither (a tie the floats cannot settle) gets
+    an infinite bound, so every question about it goes to the exact interpreter."""
+    if rows is not None:
+        raise NotImplementedError("hardmax attention's constraints are quadratic: no affine constraint rows")
+    R, c, T, d = A.shape
+    digits = np.asarray(code, dtype=np.int64).reshape(R, op.heads, T)
+    allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
+    out = np.zeros((R, c, T, d))
+    Eo = np.zeros((R, T, d))
+    unsure = np.zeros(R, bool)
+    rr = np.arange(R)
+    for h in range(op.heads):
+        Q, EQ = _float_linear(A, E, op.Wq[h])  # (R, c, T, dk)
+        K, EK = _float_linear(A, E, op.Wk[h])
+        Vv, EV = _float_linear(A, E, op.Wv[h])
+        VO, EVO = _float_linear(Vv, EV, op.Wo[h])  # (R, c, T, d)
+        dk = Q.shape[-1]
+        # symmetric forms of S_ij = (Q_i . u)(K_j . u): P[a, b] + P[b, a], P[a, b] = sum_e Q[a, i, e] K[b, j, e]
+        P = np.einsum("raie,rbje->rijab", Q, K)  # (R, T, T, c, c)
+        S = P + np.swapaxes(P, -1, -2)
+        aQ, aK = np.abs(Q).max(axis=1), np.abs(K).max(axis=1)  # (R, T, dk)
+        # per entry of S: two sums of dk products, each off by the inputs' errors and by rounding
+        eS = 2 * (np.einsum("rie,rje->rij", EQ, aK + EK) + np.einsum("rie,rje->rij", aQ, EK)) + gamma(
+            2 * dk + 1
+        ) * 2 * np.einsum("rie,rje->rij", aQ, aK)
+        eS = _grow(eS + underflow_slack(2 * dk + 1), 4 * dk + 8)  # (R, T, T)
+        # where no product has two factors that can be nonzero (a zero query or key), S is exactly zero
+        nzQ = ((aQ > 0) | (EQ > 0)).astype(np.float64)
+        nzK = ((aK > 0) | (EK > 0)).astype(np.float64)
+        eS[np.einsum("rie,rje->rij", nzQ, nzK) == 0] = 0.0
+        w = digits[:, h]  # (R, T)
+        Sw = np.take_along_axis(S, w[:, :, None, None, None], axis=2)  # (R, T, 1, c, c)
+        ew = np.take_along_axis(eS, w[:, :, None], axis=2)  # (R, T, 1)
+        diff = np.abs(S - Sw)
+        bound = (eS + ew) * (1 + 4 * EPS)
+        differ = np.any(diff * (1 - 2 * EPS) > bound[..., None, None], axis=(-1, -2))
+        equal = np.all(diff == 0, axis=(-1, -2)) & (eS == 0) & (ew == 0)
+        tied = allowed[None] & (equal | (np.arange(T)[None, None, :] == w[:, :, None]))
+        unsure |= np.any(allowed[None] & ~differ & ~tied, axis=(1, 2))
+        n = tied.sum(axis=2)  # (R, T), at least 1 (the winner)
+        if np.all(n == 1):
+            head = VO[rr[:, None], :, w].transpose(0, 2, 1, 3)  # (R, c, T, d): the winner's value row
+            eh = np.take_along_axis(EVO, w[:, :, None], axis=1)
+        else:
+            wts = tied / n[:, :, None]
+            head = np.einsum("rij,rcjd->rcid", tied.astype(np.float64), VO) / n[:, None, :, None]
+            k = int(n.max())
+            mag = np.einsum("rij,rjd->rid", tied.astype(np.float64), np.abs(VO).max(axis=1)) / n[:, :, None]
+            eh = _grow(np.einsum("rij,rjd->rid", wts, EVO) + gamma(k + 1) * mag, k + 4)
+        if h == 0:
+            out, Eo = head, eh
+        else:
+            S2 = out + head
+            Eo = _grow(Eo + eh + EPS * np.abs(S2).max(axis=1), 3)
+            out = S2
+    if op.heads == 0:
+        return np.zeros_like(A), np.zeros_like(E)
+    Eo = np.where(unsure[:, None, None], np.inf, Eo)
+    return out, Eo
+
+
 def float_maps(program: Program, codes, x0, V, constraints: bool = False):
     """Float output maps of regions with flat codes ``codes (R, C)`` on the domain ``x = x0 + V u``:
     ``(A (R, c, T, d_out), E (R, T, d_out), rows)`` with ``E`` a rigorous bound on every coefficient's error and

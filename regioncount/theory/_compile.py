@@ -13,6 +13,8 @@ The lower bound it is measured against is Gu, Yang, Zhou 2026 (arXiv 2603.03084)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._domain import Box
@@ -23,26 +25,48 @@ from ._constructions import maxout_fold_pieces, product_maxout, product_maxout_r
 LAYOUTS = ("paper", "compact")
 
 
+#: Cells the box is cut into for :func:`preactivation_bound` (about; a grid of equal cells per axis).
+BOUND_CELLS = 4096
+
+
 def preactivation_bound(net: Maxout, lo, hi) -> float:
     """An upper bound on ``|x|`` and on every maxout piece and unit value over the box ``[lo, hi]``,
-    by interval arithmetic (centre-radius form), layer by layer. ``lo, hi`` are scalars or ``(q,)``."""
-    h_lo = np.broadcast_to(np.asarray(lo, np.float64), (net.input_dim,))
-    h_hi = np.broadcast_to(np.asarray(hi, np.float64), (net.input_dim,))
-    bound = float(np.max(np.abs(np.concatenate([h_lo, h_hi]))))
+    by interval arithmetic (centre-radius form), layer by layer, on each cell of a grid of about
+    :data:`BOUND_CELLS` equal cells of the box (the largest over the cells): intervals widen with the
+    width they start from, so small cells bound a deep network's values far more tightly than the whole box
+    does (the (12, 12, 12) fold network on [-1, 2]^2: 1,440 against 133,887 from the box alone, with 720
+    the largest value met on a fine grid). ``lo, hi`` are scalars or ``(q,)``."""
+    q = net.input_dim
+    lo = np.broadcast_to(np.asarray(lo, np.float64), (q,))
+    hi = np.broadcast_to(np.asarray(hi, np.float64), (q,))
+    bound = float(np.max(np.abs(np.concatenate([lo, hi]))))
+    g = max(1, int(round(BOUND_CELLS ** (1.0 / q))))
+    while g**q > BOUND_CELLS and g > 1:
+        g -= 1
+    idx = np.stack(np.meshgrid(*[np.arange(g)] * q, indexing="ij"), axis=-1).reshape(-1, q)
+    step = (hi - lo) / g
+    h_lo = lo + idx * step
+    h_hi = np.where(idx == g - 1, hi, lo + (idx + 1) * step)  # the last cell ends at hi exactly
+    h_lo = np.minimum(h_lo, hi)
     for W, b in zip(net.weights, net.biases, strict=True):
         mid, rad = (h_lo + h_hi) / 2, (h_hi - h_lo) / 2
-        a_mid = W @ mid + b  # (k, n)
-        a_rad = np.abs(W) @ rad
+        a_mid = np.einsum("kni,gi->gkn", W, mid) + b  # (cells, k, n)
+        a_rad = np.einsum("kni,gi->gkn", np.abs(W), rad)
         a_lo, a_hi = a_mid - a_rad, a_mid + a_rad
         bound = max(bound, float(np.max(np.abs(a_lo))), float(np.max(np.abs(a_hi))))
-        h_lo, h_hi = a_lo.max(axis=0), a_hi.max(axis=0)
+        h_lo, h_hi = a_lo.max(axis=1), a_hi.max(axis=1)
     return bound
 
 
 def compile_constant(net: Maxout, lo, hi) -> float:
-    """The constant C of the compiled model: 2 B + 1 with B = :func:`preactivation_bound`, so every
-    FFN ReLU input keeps a margin of at least B + 1 from zero on the box."""
-    return 2.0 * preactivation_bound(net, lo, hi) + 1.0
+    """The constant C of the compiled model: the smallest power of two at least 2 B + 1, with
+    B = :func:`preactivation_bound`, so every FFN ReLU input keeps a margin of at least B + 1 from zero on
+    the box. A power of two adds no significant bits: where the Maxout network's maps are exact binary
+    fractions (integer weights, a dyadic box) the compiled model's ``a + C - C`` are exact in float64 too,
+    so its boundary lines are the Maxout network's exact float lines and the plane engine decides their
+    signs from the floats, not by recomputing them in rationals."""
+    m, e = math.frexp(2.0 * preactivation_bound(net, lo, hi) + 1.0)
+    return math.ldexp(1.0, e) if m != 0.5 else math.ldexp(m, e)
 
 
 class _Stream:

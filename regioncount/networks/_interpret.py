@@ -187,35 +187,50 @@ def exact_scores(M: ExactMap, Wq, Wk):
     return F, Q2, Q.s * K.s
 
 
+def _stacked(W: np.ndarray) -> np.ndarray:
+    """Per-head weights ``W (heads, a, b)`` side by side: ``(a, heads b)``, head ``h`` in columns ``h b ..``."""
+    H, a, b = W.shape
+    return np.ascontiguousarray(np.transpose(W, (1, 0, 2)).reshape(a, H * b))
+
+
 def _exact_attention(M: ExactMap, op: Attention, digits) -> ExactMap:
     """Hardmax attention under the winners ``digits`` (head-major): exact ties (equal score polynomials in every
-    coefficient, in any dimension) are averaged, as the forward pass does."""
+    coefficient, in any dimension) are averaged, as the forward pass does. Every head's queries, keys and values
+    come from one product each (the heads' weights side by side), and the output from one product of each
+    query's selected value rows with the stacked ``Wo``: the same rationals as head by head, in four products."""
     c, T, d = M.N.shape
+    H = op.heads
+    if H == 0:
+        return ExactMap(np.zeros(M.N.shape, dtype=object) * 0, M.s)
     allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
-    total = None
-    for h in range(op.heads):
-        Q = exact_affine(M, np.asarray(op.Wq[h]).T, np.zeros(op.Wq.shape[2]))
-        K = exact_affine(M, np.asarray(op.Wk[h]).T, np.zeros(op.Wk.shape[2]))
-        S = np.einsum("aie,bje->ijab", Q.N, K.N)  # (T, T, c, c): S_ij = [u,1] S[i,j] [u,1]^T
+    dk, dv = op.Wq.shape[2], op.Wv.shape[2]
+    Q = exact_affine(M, _stacked(op.Wq).T, np.zeros(H * dk))  # (c, T, H dk)
+    K = exact_affine(M, _stacked(op.Wk).T, np.zeros(H * dk))
+    Vh = exact_affine(M, _stacked(op.Wv).T, np.zeros(H * dv))  # (c, T, H dv)
+    QN = Q.N.reshape(c, T, H, dk)
+    KN = K.N.reshape(c, T, H, dk)
+    VN = Vh.N.reshape(c, T, H, dv)
+    tied_sets = []
+    L = 1
+    for h in range(H):
+        S = np.einsum("aie,bje->ijab", QN[:, :, h], KN[:, :, h])  # (T, T, c, c): S_ij = [u,1] S[i,j] [u,1]^T
         S = S + np.swapaxes(S, -1, -2)  # the symmetric form: equal polynomials <=> equal matrices
-        Vh = exact_affine(
-            exact_affine(M, np.asarray(op.Wv[h]).T, np.zeros(op.Wv.shape[2])), np.asarray(op.Wo[h]).T, np.zeros(d)
-        )
-        rows, dens = [], []
         for i in range(T):
             w = int(digits[h * T + i])
             tied = [j for j in range(T) if allowed[i, j] and np.array_equal(S[i, j], S[i, w])]
-            rows.append(sum(Vh.N[:, j, :] for j in tied))
-            dens.append(len(tied))
-        L = 1
-        for n in dens:
-            L = math.lcm(L, n)
-        N = np.stack([rows[i] * (L // dens[i]) for i in range(T)], axis=1)
-        head = ExactMap(N, Vh.s * Fraction(1, L))
-        total = head if total is None else total + head
-    if total is None:
-        return ExactMap(np.zeros(M.N.shape, dtype=object) * 0, M.s)
-    return total
+            tied_sets.append(tied)
+            L = math.lcm(L, len(tied))
+    # row i of head h: the sum of its tied value rows times L / (number tied), all in units of Vh.s / L
+    R = np.empty((c, T, H, dv), dtype=object)
+    for h in range(H):
+        for i in range(T):
+            tied = tied_sets[h * T + i]
+            acc = VN[:, tied[0], h, :]
+            for j in tied[1:]:
+                acc = acc + VN[:, j, h, :]
+            R[:, i, h, :] = acc * (L // len(tied)) if len(tied) > 1 or L > 1 else acc
+    rows = ExactMap(R.reshape(c, T, H * dv), Vh.s * Fraction(1, L))
+    return exact_affine(rows, _stacked(np.transpose(op.Wo, (0, 2, 1))), np.zeros(d))
 
 
 #: The exact kernels: ``kernel(op, M, code, rows) -> ExactMap`` (see the module docstring).

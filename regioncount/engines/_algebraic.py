@@ -362,8 +362,8 @@ def y_roots_at(Q, s: fmpq) -> list[AlgReal]:
 
 class Fibre:
     """The distinct real roots in ``y`` of ``F(a, y)`` for a bivariate rational polynomial ``F`` and an
-    algebraic real ``a``: ``intervals`` ascending, each ``(lo, hi)`` rationals holding exactly one root
-    (``lo == hi``: that rational is the root)."""
+    algebraic real ``a``: ``intervals`` ascending, each either an open interval ``(lo, hi)`` of rationals that
+    are not roots and hold exactly one root, or ``(r, r)``: the rational ``r`` is the root."""
 
     def __init__(self, coeffs_y: list, a: AlgReal):
         self.a = a
@@ -377,7 +377,7 @@ class Fibre:
         self.intervals = self._isolate()
 
     def count(self, lo: fmpq, hi: fmpq) -> int:
-        """Distinct real roots in ``(lo, hi]``."""
+        """Distinct real roots in ``(lo, hi]`` (Sturm's theorem on the squarefree part)."""
         return self._var(lo) - self._var(hi)
 
     def refine(self, i: int) -> None:
@@ -386,7 +386,7 @@ class Fibre:
         if lo == hi:
             return
         mid = (lo + hi) / 2
-        if sign_at(_yeval(self.sf, mid, self.m), self.a) == 0:
+        if self.is_root(mid):
             self.intervals[i] = (mid, mid)
         elif self.count(lo, mid) == 1:
             self.intervals[i] = (lo, mid)
@@ -396,6 +396,18 @@ class Fibre:
     def is_root(self, y: fmpq) -> bool:
         return sign_at(_yeval(self.sf, y, self.m), self.a) == 0
 
+    def neighbourhood(self, i: int) -> tuple[fmpq, fmpq]:
+        """Rationals ``l < h``, neither a root, with root ``i`` the only root in ``[l, h]``."""
+        lo, hi = self.intervals[i]
+        if lo < hi:
+            return lo, hi
+        d = fmpq(1, 2)
+        while True:
+            l, h = lo - d, lo + d
+            if not self.is_root(l) and not self.is_root(h) and self.count(l, h) == 1:
+                return l, h
+            d /= 2
+
     def _var(self, y: fmpq) -> int:
         signs = [s for s in (sign_at(_yeval(S, y, self.m), self.a) for S in self.sturm) if s]
         return sum(1 for u, v in zip(signs, signs[1:]) if u != v)
@@ -403,27 +415,26 @@ class Fibre:
     def _isolate(self) -> list:
         if len(self.sf) <= 1:
             return []
-        B = _root_bound(self.sf, self.a)
+        B = _root_bound(self.sf, self.a)  # +-B are not roots
         out: list = []
         stack = [(-B, B)]
         while stack:
-            lo, hi = stack.pop()
+            lo, hi = stack.pop()  # neither end is a root
             n = self.count(lo, hi)
             if n == 0:
-                continue
-            if sign_at(_yeval(self.sf, hi, self.m), self.a) == 0:
-                out.append((hi, hi))
-                n -= 1
-                if n == 0:
-                    continue
-                hi2 = hi - (hi - lo) / 1024
-                stack.append((lo, hi2))
                 continue
             if n == 1:
                 out.append((lo, hi))
                 continue
             mid = (lo + hi) / 2
-            stack.extend([(lo, mid), (mid, hi)])
+            if self.is_root(mid):
+                out.append((mid, mid))
+                d = (hi - lo) / 4
+                while self.is_root(mid - d) or self.is_root(mid + d) or self.count(mid - d, mid + d) != 1:
+                    d /= 2
+                stack.extend([(lo, mid - d), (mid + d, hi)])
+            else:
+                stack.extend([(lo, mid), (mid, hi)])
         return sorted(out, key=lambda iv: (iv[0], iv[1]))
 
 
@@ -525,12 +536,14 @@ def fibre_cmp(F1: Fibre, i: int, F2: Fibre, j: int) -> int:
     while True:
         l1, h1 = F1.intervals[i]
         l2, h2 = F2.intervals[j]
-        if h1 < l2 or (h1 == l2 and (l1 < h1 or l2 < h2)):
-            return -1
-        if h2 < l1 or (h2 == l1 and (l2 < h2 or l1 < h1)):
-            return 1
-        if l1 == h1 and l2 == h2:
+        p1, p2 = l1 == h1, l2 == h2
+        if p1 and p2:
             return (l1 > l2) - (l1 < l2)
+        # an open interval's root lies strictly inside it
+        if h1 <= l2:
+            return -1
+        if h2 <= l1:
+            return 1
         if G is None and common:
             g = _ygcd(F1.sf, F2.sf, F1.m)
             if len(g) <= 1:  # no common root: the intervals separate under refinement
@@ -538,11 +551,199 @@ def fibre_cmp(F1: Fibre, i: int, F2: Fibre, j: int) -> int:
             else:
                 G = Fibre(g, F1.a)
         if G is not None:
-            c1 = (1 if G.is_root(l1) else 0) if l1 == h1 else G.count(l1, h1)
-            c2 = (1 if G.is_root(l2) else 0) if l2 == h2 else G.count(l2, h2)
+            c1 = (1 if G.is_root(l1) else 0) if p1 else G.count(l1, h1)
+            c2 = (1 if G.is_root(l2) else 0) if p2 else G.count(l2, h2)
             if c1 and c2:
                 lo, hi = min(l1, l2), max(h1, h2)
                 if G.count(lo, hi) + (1 if G.is_root(lo) else 0) == 1:
                     return 0  # both are the one root of G in the hull of their intervals
         F1.refine(i)
         F2.refine(j)
+
+
+# ----------------------------------------------------------------------------------------------------
+# curves of any degree
+#
+# A curve is an irreducible rational polynomial P(x, y) (fmpq_mpoly in the variables x, y), scaled to
+# primitive integers with a positive leading coefficient (lexicographic order, x before y), so that
+# proportional polynomials give one curve. Its branches over an interval of x on which neither its
+# discriminant in y nor its leading coefficient in y vanishes are the k-th real roots in y, k fixed.
+
+
+@functools.lru_cache(maxsize=1)
+def mctx():
+    """The context of bivariate rational polynomials in ``x, y`` (lexicographic)."""
+    from flint import fmpq_mpoly_ctx
+
+    return fmpq_mpoly_ctx.get(("x", "y"), "lex")
+
+
+def _xpoly(P) -> fmpq_poly:
+    """A bivariate polynomial that does not depend on ``y`` as a polynomial in ``x``."""
+    d = P.to_dict()
+    if not d:
+        return fmpq_poly([0])
+    n = max(m[0] for m in d)
+    c = [fmpq(0)] * (n + 1)
+    for (i, j), v in d.items():
+        if j:
+            raise ValueError("the polynomial depends on y")
+        c[i] = v
+    return fmpq_poly(c)
+
+
+class Curve:
+    """An irreducible curve of any degree (see above). ``yc[k]``: the coefficient of ``y^k``, a polynomial
+    in ``x``; ``dy`` the degree in ``y``; ``deg`` the total degree. Build with :func:`curve` (interned)."""
+
+    __slots__ = ("P", "key", "dy", "deg", "yc", "_disc", "__weakref__")
+
+    def __init__(self, P, key):
+        self.P, self.key = P, key
+        d = P.to_dict()
+        self.dy = max(m[1] for m in d)
+        self.deg = P.total_degree()
+        cols: list[dict] = [{} for _ in range(self.dy + 1)]
+        for (i, j), v in d.items():
+            cols[j][i] = v
+        self.yc = [fmpq_poly([c.get(i, fmpq(0)) for i in range(max(c, default=0) + 1)]) for c in cols]
+        self._disc = None
+
+    def __repr__(self) -> str:
+        return f"Curve({self.P})"
+
+    @property
+    def lc(self) -> fmpq_poly:
+        return self.yc[self.dy]
+
+    def disc(self) -> fmpq_poly:
+        """The discriminant in ``y`` (``dy >= 2``), a polynomial in ``x``."""
+        if self._disc is None:
+            self._disc = _xpoly(self.P.discriminant("y"))
+        return self._disc
+
+    def at_x(self, s: fmpq) -> fmpq_poly:
+        """``P(s, .)`` as a polynomial in ``y``."""
+        return fmpq_poly([c(s) for c in self.yc])
+
+    def y_roots_at(self, s: fmpq) -> list[AlgReal]:
+        f = self.at_x(s)
+        return [] if f.degree() <= 0 else roots_in(f)
+
+    def value(self, x: fmpq, y: fmpq) -> fmpq:
+        return self.P(x, y)
+
+    def along_y(self, t: fmpq) -> fmpq_poly:
+        """``P(., t)`` as a polynomial in ``x``."""
+        return _xpoly(self.P.subs({"y": t}))
+
+
+_CURVES: dict = {}
+
+
+def mpoly_key(P) -> tuple:
+    return tuple(sorted((m, (int(c.p), int(c.q))) for m, c in P.to_dict().items()))
+
+
+def primitive_mpoly(P):
+    """``(lam, G)`` with ``G = lam P`` primitive integer (as rationals), leading coefficient positive."""
+    cs = P.coeffs()
+    den = 1
+    for c in cs:
+        den = den * int(c.q) // _gcd(den, int(c.q))
+    g = 0
+    for c in cs:
+        g = _gcd(g, int(c.p) * (den // int(c.q)))
+    lam = fmpq(den, g)
+    if P.leading_coefficient() < 0:
+        lam = -lam
+    return lam, P * lam
+
+
+def curve(P) -> Curve:
+    """The interned curve of the irreducible polynomial ``P`` (any nonzero rational multiple gives it)."""
+    _, G = primitive_mpoly(P)
+    key = mpoly_key(G)
+    c = _CURVES.get(key)
+    if c is None:
+        c = _CURVES[key] = Curve(G, key)
+    return c
+
+
+def conic_mpoly(Q):
+    """A conic ``(A, B, C, D, E, F)`` as a bivariate polynomial."""
+    mono = ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0))
+    return mctx().from_dict({m: q_of(c) for m, c in zip(mono, Q) if c != 0})
+
+
+@functools.lru_cache(maxsize=65536)
+def _res_cached(k1: tuple, k2: tuple) -> fmpq_poly:
+    return _xpoly(_CURVES[k1].P.resultant(_CURVES[k2].P, "y"))
+
+
+def resultant_curves(C1: Curve, C2: Curve) -> fmpq_poly:
+    """The resultant in ``y`` of two curves, a polynomial in ``x`` (zero where they share a root in ``y``,
+    and possibly where both leading coefficients vanish)."""
+    return _res_cached(C1.key, C2.key) if C1.key <= C2.key else _res_cached(C2.key, C1.key)
+
+
+_FIBRES: dict = {}
+
+
+def fibre(C: Curve, a: AlgReal) -> Fibre:
+    """The fibre of ``C`` over ``a`` (cached by both keys)."""
+    k = (C.key, a.key)
+    F = _FIBRES.get(k)
+    if F is None:
+        if len(_FIBRES) > 65536:
+            _FIBRES.clear()
+        F = _FIBRES[k] = Fibre(list(C.yc), a)
+    return F
+
+
+def _clear(C: Curve, t: fmpq, p: fmpq, a: AlgReal) -> bool:
+    """``C`` has no point on the horizontal segment ``y = t`` for ``x`` between ``p`` and ``a`` (closed;
+    ``C(a, t) != 0`` is known)."""
+    f = C.along_y(t)
+    if f.is_zero():
+        return False
+    if f.degree() <= 0:
+        return True
+    if f(p) == 0:
+        return False
+    pa = rational(p)
+    lo, hi = (pa, a) if cmp(pa, a) < 0 else (a, pa)
+    return not roots_in(f, lo, hi)
+
+
+def branch_limit(C: Curve, k: int, a: AlgReal, side: int, inner: AlgReal) -> tuple[Fibre, int]:
+    """The limit at ``x = a`` of branch ``k`` (the ``k``-th real root in ``y``) of ``C`` over the open interval
+    between ``inner`` and ``a`` (``side`` -1: the interval lies left of ``a``, +1: right), on which the branch
+    is defined and bounded: ``(F, i)`` with ``F`` the fibre over ``a`` and ``i`` the index of the root it tends to.
+
+    Why it is exact: let ``[l, h]`` hold root ``i`` of the fibre alone, its ends no roots. Where the branch at a
+    rational ``p`` lies in ``(l, h)`` and ``C`` meets neither horizontal side ``y = l``, ``y = h`` of the
+    rectangle ``[p, a] x [l, h]`` (exact root counts of univariate polynomials), the branch stays inside the
+    rectangle up to ``a``, so its limit (which exists: the branch is semi-algebraic and bounded) is a root of
+    ``C(a, .)`` in ``[l, h]``: root ``i``. As ``p`` tends to ``a`` both conditions come to hold."""
+    F = fibre(C, a)
+    hoods = [F.neighbourhood(i) for i in range(len(F.intervals))]
+    p = between(inner, a) if side < 0 else between(a, inner)
+    while True:
+        ys = C.y_roots_at(p)
+        if len(ys) <= k:
+            raise AssertionError("a branch is missing at a point of its slab")
+        y = ys[k]
+        for i, (lo, hi) in enumerate(hoods):
+            if cmp(y, rational(lo)) > 0 and cmp(y, rational(hi)) < 0:
+                if _clear(C, lo, p, a) and _clear(C, hi, p, a):
+                    return F, i
+                break
+        # move p halfway to a
+        if a.q is not None:
+            p = (p + a.q) / 2
+            continue
+        a.refine()
+        end = a.lo if side < 0 else a.hi
+        if (side < 0 and end > p) or (side > 0 and end < p):
+            p = (p + end) / 2

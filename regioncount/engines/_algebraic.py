@@ -256,22 +256,37 @@ def rational_below(a: AlgReal) -> fmpq:
     return a.bounds()[0] - 1
 
 
+def _ball_sign(f: fmpq_poly, a: AlgReal) -> int:
+    """The sign of ``f`` on the isolating interval of ``a`` where Arb's enclosure excludes 0, else 0."""
+    from flint import arb, arb_poly
+
+    v = arb_poly(f)(arb(a.lo).union(arb(a.hi)))
+    return 1 if v > 0 else -1 if v < 0 else 0
+
+
 def sign_at(f: fmpq_poly, a: AlgReal) -> int:
-    """The exact sign of the rational polynomial ``f`` at the algebraic real ``a``."""
+    """The exact sign of the rational polynomial ``f`` at the algebraic real ``a``: an Arb enclosure of
+    ``f`` over ``a``'s isolating interval that excludes 0 decides (a filter); otherwise ``f(a) = 0`` exactly
+    when ``a``'s irreducible polynomial divides ``f``, and a nonzero value is read from enclosures over
+    intervals refined until one excludes 0 (which happens: ``f`` is continuous and ``f(a) != 0``)."""
     if a.q is not None:
         return _sgn(f(a.q))
-    # f(a) = 0 exactly when a's (irreducible) polynomial divides f
     if f.is_zero():
-        return 0
-    _, r = divmod(f, fmpq_poly(a.p))
-    if r.is_zero():
         return 0
     if f.degree() <= 0:
         return _sgn(f.coeffs()[0])
-    # nonzero at a: on an interval free of f's roots its sign is its sign anywhere inside
-    while roots_in(f, _from_bounds(a.lo), _from_bounds(a.hi)):
-        a.refine()
-    return _sgn(f((a.lo + a.hi) / 2))
+    s = _ball_sign(f, a)
+    if s:
+        return s
+    _, r = divmod(f, fmpq_poly(a.p))
+    if r.is_zero():
+        return 0
+    while True:
+        for _ in range(8):
+            a.refine()
+        s = _ball_sign(f, a)
+        if s:
+            return s
 
 
 def _from_bounds(q: fmpq) -> AlgReal:

@@ -256,11 +256,17 @@ def rational_below(a: AlgReal) -> fmpq:
     return a.bounds()[0] - 1
 
 
-def _ball_sign(f: fmpq_poly, a: AlgReal) -> int:
-    """The sign of ``f`` on the isolating interval of ``a`` where Arb's enclosure excludes 0, else 0."""
-    from flint import arb, arb_poly
+def _ball_sign(f: fmpq_poly, a: AlgReal, prec: int = 64) -> int:
+    """The sign of ``f`` on the isolating interval of ``a`` where Arb's enclosure (at ``prec`` bits) excludes
+    0, else 0."""
+    from flint import arb, arb_poly, ctx
 
-    v = arb_poly(f)(arb(a.lo).union(arb(a.hi)))
+    old = ctx.prec
+    try:
+        ctx.prec = prec
+        v = arb_poly(f)(arb(a.lo).union(arb(a.hi)))
+    finally:
+        ctx.prec = old
     return 1 if v > 0 else -1 if v < 0 else 0
 
 
@@ -268,7 +274,7 @@ def sign_at(f: fmpq_poly, a: AlgReal) -> int:
     """The exact sign of the rational polynomial ``f`` at the algebraic real ``a``: an Arb enclosure of
     ``f`` over ``a``'s isolating interval that excludes 0 decides (a filter); otherwise ``f(a) = 0`` exactly
     when ``a``'s irreducible polynomial divides ``f``, and a nonzero value is read from enclosures over
-    intervals refined until one excludes 0 (which happens: ``f`` is continuous and ``f(a) != 0``)."""
+    intervals refined, at growing precision, until one excludes 0 (which happens: ``f(a) != 0``)."""
     if a.q is not None:
         return _sgn(f(a.q))
     if f.is_zero():
@@ -281,10 +287,12 @@ def sign_at(f: fmpq_poly, a: AlgReal) -> int:
     _, r = divmod(f, fmpq_poly(a.p))
     if r.is_zero():
         return 0
+    prec = 64
     while True:
-        for _ in range(8):
+        prec *= 2
+        for _ in range(prec // 4):
             a.refine()
-        s = _ball_sign(f, a)
+        s = _ball_sign(f, a, prec)
         if s:
             return s
 
@@ -762,3 +770,63 @@ def branch_limit(C: Curve, k: int, a: AlgReal, side: int, inner: AlgReal) -> tup
         end = a.lo if side < 0 else a.hi
         if (side < 0 and end > p) or (side > 0 and end < p):
             p = (p + end) / 2
+
+
+class LimitBox:
+    """Shrinking rational enclosures ``[lo, hi]`` of the limit at ``x = a`` of branch ``k`` of ``C`` over the
+    open interval between ``inner`` and ``a`` (``side`` as in :func:`branch_limit`), in rational arithmetic
+    only: where the branch at a rational ``p`` lies in ``(lo, hi)`` and ``C`` meets neither side ``y = lo``,
+    ``y = hi`` of ``[p, a] x [lo, hi]``, the branch stays in the rectangle up to ``a``, so its limit is in
+    ``[lo, hi]``. A filter in front of the fibres over ``a``: disjoint boxes order two limits."""
+
+    def __init__(self, C: Curve, k: int, a: AlgReal, side: int, inner: AlgReal):
+        self.C, self.k, self.a, self.side = C, k, a, side
+        self.p = between(inner, a) if side < 0 else between(a, inner)
+        self.width = fmpq(1, 4)
+        self.lo: fmpq | None = None
+        self.hi: fmpq | None = None
+        self.shrink()
+
+    def _closer(self) -> None:
+        a = self.a
+        if a.q is not None:
+            self.p = (self.p + a.q) / 2
+            return
+        a.refine()
+        end = a.lo if self.side < 0 else a.hi
+        if (self.side < 0 and end > self.p) or (self.side > 0 and end < self.p):
+            self.p = (self.p + end) / 2
+
+    def shrink(self, tries: int = 24) -> bool:
+        """Replace the box by one about 16 times narrower (False where ``tries`` moves of ``p`` did not do)."""
+        for _ in range(tries):
+            ys = self.C.y_roots_at(self.p)
+            if len(ys) <= self.k:
+                raise AssertionError("a branch is missing at a point of its slab")
+            y = ys[self.k]
+            while y.q is None and y.hi - y.lo > self.width / 4:
+                y.refine()
+            ylo, yhi = y.bounds()
+            lo, hi = ylo - self.width / 2, yhi + self.width / 2
+            if self.C.at_x(self.p)(lo) != 0 and self.C.at_x(self.p)(hi) != 0:
+                if _clear_open(self.C, lo, self.p, self.a) and _clear_open(self.C, hi, self.p, self.a):
+                    self.lo, self.hi = lo, hi
+                    self.width /= 16
+                    self._closer()
+                    return True
+            self._closer()
+        return False
+
+
+def _clear_open(C: Curve, t: fmpq, p: fmpq, a: AlgReal) -> bool:
+    """``C`` has no point on ``y = t`` for ``x`` in the closed interval between ``p`` and ``a``."""
+    f = C.along_y(t)
+    if f.is_zero():
+        return False
+    if f.degree() <= 0:
+        return True
+    if f(p) == 0 or sign_at(f, a) == 0:
+        return False
+    pa = rational(p)
+    lo, hi = (pa, a) if cmp(pa, a) < 0 else (a, pa)
+    return not roots_in(f, lo, hi)

@@ -1134,8 +1134,48 @@ def _limit(arc: Arc, x: al.AlgReal):
     return got
 
 
+_GCMP: dict = {}
+
+
 def _gcmp(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
     """The exact order of the limits at ``x`` of two arcs, one of them of degree >= 3 (fibres over ``x``)."""
+    key = (_akey(A1, x), _akey(A2, x), x.key)
+    got = _GCMP.get(key)
+    if got is None:
+        if len(_GCMP) > 1 << 18:
+            _GCMP.clear()
+        got = _GCMP[key] = _gcmp_exact(A1, A2, x)
+    return got
+
+
+_BOXES: dict = {}
+
+
+def _lbox(arc: Arc, x: al.AlgReal) -> al.LimitBox:
+    C = _as_curve(arc.Q)
+    k = arc.k if arc.g or arc.dq == 2 else 0
+    side = _side(arc, x)
+    key = (C.key, k, x.key, side)
+    b = _BOXES.get(key)
+    if b is None:
+        if len(_BOXES) > 65536:
+            _BOXES.clear()
+        b = _BOXES[key] = al.LimitBox(C, k, x, side, arc.x1 if side > 0 else arc.x0)
+    return b
+
+
+def _gcmp_exact(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
+    # the filter: rational boxes of the two limits (no arithmetic over Q(x)); disjoint boxes decide
+    B1, B2 = _lbox(A1, x), _lbox(A2, x)
+    for _ in range(8):
+        if B1.lo is not None and B2.lo is not None:
+            if B1.hi < B2.lo:
+                return -1
+            if B2.hi < B1.lo:
+                return 1
+        wider = B1 if (B1.lo is None or (B2.lo is not None and B1.hi - B1.lo >= B2.hi - B2.lo)) else B2
+        if not wider.shrink(6):
+            break
     F1, i = _limit(A1, x)
     F2, j = _limit(A2, x)
     if F1 is F2:

@@ -830,3 +830,115 @@ def _clear_open(C: Curve, t: fmpq, p: fmpq, a: AlgReal) -> bool:
     pa = rational(p)
     lo, hi = (pa, a) if cmp(pa, a) < 0 else (a, pa)
     return not roots_in(f, lo, hi)
+
+
+def _bareiss(M: list) -> fmpq_poly:
+    """The determinant of a square matrix of rational polynomials (Bareiss' fraction-free elimination:
+    every division is exact)."""
+    M = [list(r) for r in M]
+    n = len(M)
+    if n == 0:
+        return fmpq_poly([1])
+    sign, prev = 1, fmpq_poly([1])
+    for k in range(n - 1):
+        if M[k][k].is_zero():
+            r = next((r for r in range(k + 1, n) if not M[r][k].is_zero()), None)
+            if r is None:
+                return fmpq_poly([0])
+            M[k], M[r] = M[r], M[k]
+            sign = -sign
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):
+                M[i][j] = (M[i][j] * M[k][k] - M[i][k] * M[k][j]) // prev
+        prev = M[k][k]
+    return M[n - 1][n - 1] * sign
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_subresultant(k1: tuple, k2: tuple) -> tuple[fmpq_poly, fmpq_poly]:
+    """``(s11, s10)``: the first subresultant ``s11(x) y + s10(x)`` in ``y`` of two curves (where one is
+    linear in ``y``, that one itself). Where ``s11(a) != 0``, both leading coefficients are nonzero at ``a``
+    and the curves share a root in ``y`` over ``a``, that common root is unique: ``-s10(a) / s11(a)``."""
+    A, B = _CURVES[k1].yc, _CURVES[k2].yc
+    m, n = len(A) - 1, len(B) - 1
+    if n == 1:
+        return B[1], B[0]
+    if m == 1:
+        return A[1], A[0]
+    N = m + n - 1  # powers m + n - 2 .. 0
+    rows = []
+    for s in range(n - 2, -1, -1):  # y^s P1
+        r = [fmpq_poly([0])] * N
+        for d, c in enumerate(A):
+            r[N - 1 - (d + s)] = c
+        rows.append(r)
+    for s in range(m - 2, -1, -1):  # y^s P2
+        r = [fmpq_poly([0])] * N
+        for d, c in enumerate(B):
+            r[N - 1 - (d + s)] = c
+        rows.append(r)
+    lead = [r[: N - 2] for r in rows]
+    s11 = _bareiss([lr + [r[N - 2]] for lr, r in zip(lead, rows)])
+    s10 = _bareiss([lr + [r[N - 1]] for lr, r in zip(lead, rows)])
+    return s11, s10
+
+
+_NORMS: dict = {}
+
+
+def _norm(C: Curve, a: AlgReal) -> fmpq_poly:
+    """``N(y) = res_x(C(x, y), m_a(x))``: every root in ``y`` of ``C(a, .)`` is a root of this rational
+    polynomial."""
+    key = (C.key, a.key)
+    N = _NORMS.get(key)
+    if N is None:
+        if len(_NORMS) > 65536:
+            _NORMS.clear()
+        m = _minpoly(a)
+        mp = mctx().from_dict({(i, 0): c for i, c in enumerate(m.coeffs()) if c != 0})
+        d = C.P.resultant(mp, "x").to_dict()
+        top = max((j for _, j in d), default=0)
+        c = [fmpq(0)] * (top + 1)
+        for (_, j), v in d.items():
+            c[j] = v
+        N = _NORMS[key] = fmpq_poly(c)
+    return N
+
+
+def _one_root_in(C: Curve, a: AlgReal, lo: fmpq, hi: fmpq) -> bool:
+    """``C(a, .)`` has at most one distinct root in ``[lo, hi]`` (its norm has exactly one there)."""
+    N = _norm(C, a)
+    if N.is_zero():
+        return False
+    n = len(roots_in(N, rational(lo), rational(hi))) + (N(lo) == 0) + (N(hi) == 0 and hi != lo)
+    return n == 1
+
+
+def _in_box(s11: fmpq_poly, s10: fmpq_poly, a: AlgReal, lo: fmpq, hi: fmpq) -> bool:
+    """``-s10(a) / s11(a)`` lies in ``[lo, hi]`` (``s11(a) != 0``)."""
+    sg = sign_at(s11, a)
+    above = -sign_at(s10 + s11 * lo, a) * sg  # sign of y* - lo
+    below = sign_at(s10 + s11 * hi, a) * sg  # sign of hi - y*
+    return above >= 0 and below >= 0
+
+
+def limits_equal(C1: Curve, B1: LimitBox, C2: Curve, B2: LimitBox) -> bool | None:
+    """Whether the two limits enclosed by the overlapping boxes are equal, decided in rational arithmetic and
+    signs of rational polynomials at ``a``: True / False where decided, None where this test cannot (then the
+    fibres over ``a`` decide). Same curve: equal where its norm has one root in the hull of the boxes.
+    Different curves: distinct where their resultant is nonzero at ``a`` or their one common root lies outside
+    a box; equal where it lies in both and each box holds one root of its curve's norm."""
+    a = B1.a
+    lo, hi = min(B1.lo, B2.lo), max(B1.hi, B2.hi)
+    if C1 is C2:
+        return True if _one_root_in(C1, a, lo, hi) else None
+    if sign_at(resultant_curves(C1, C2), a) != 0:
+        return False
+    s11, s10 = _first_subresultant(C1.key, C2.key) if C1.key <= C2.key else _first_subresultant(C2.key, C1.key)
+    if sign_at(s11, a) == 0 or sign_at(C1.lc, a) == 0 or sign_at(C2.lc, a) == 0:
+        return None
+    if not (_in_box(s11, s10, a, B1.lo, B1.hi) and _in_box(s11, s10, a, B2.lo, B2.hi)):
+        return False
+    if _one_root_in(C1, a, B1.lo, B1.hi) and _one_root_in(C2, a, B2.lo, B2.hi):
+        return True
+    return None

@@ -1176,6 +1176,25 @@ def _gcmp_exact(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
         wider = B1 if (B1.lo is None or (B2.lo is not None and B1.hi - B1.lo >= B2.hi - B2.lo)) else B2
         if not wider.shrink(6):
             break
+    C1, C2 = _as_curve(A1.Q), _as_curve(A2.Q)
+    for _ in range(6):
+        if B1.lo is None or B2.lo is None:
+            break
+        if B1.hi < B2.lo:
+            return -1
+        if B2.hi < B1.lo:
+            return 1
+        eq = al.limits_equal(C1, B1, C2, B2)
+        if eq:
+            return 0
+        if eq is False:
+            # distinct limits: their boxes separate as they shrink
+            while not (B1.hi < B2.lo or B2.hi < B1.lo):
+                (B1 if B1.hi - B1.lo >= B2.hi - B2.lo else B2).shrink()
+            return -1 if B1.hi < B2.lo else 1
+        B1.shrink(6)
+        B2.shrink(6)
+    # the fallback: fibres over x (Sturm sequences and gcds over Q(x))
     F1, i = _limit(A1, x)
     F2, j = _limit(A2, x)
     if F1 is F2:

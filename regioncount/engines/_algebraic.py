@@ -788,14 +788,16 @@ class LimitBox:
         self.shrink()
 
     def _closer(self) -> None:
+        # an eighth of the way left to a: about as fast as the boxes narrow
         a = self.a
         if a.q is not None:
-            self.p = (self.p + a.q) / 2
+            self.p = a.q + (self.p - a.q) / 8
             return
-        a.refine()
+        for _ in range(3):
+            a.refine()
         end = a.lo if self.side < 0 else a.hi
         if (self.side < 0 and end > self.p) or (self.side > 0 and end < self.p):
-            self.p = (self.p + end) / 2
+            self.p = end + (self.p - end) / 8
 
     def shrink(self, tries: int = 24) -> bool:
         """Replace the box by one about 16 times narrower (False where ``tries`` moves of ``p`` did not do)."""
@@ -824,6 +826,12 @@ def _clear_open(C: Curve, t: fmpq, p: fmpq, a: AlgReal) -> bool:
     if f.is_zero():
         return False
     if f.degree() <= 0:
+        return True
+    # the filter: Arb's enclosure of f over an interval holding [p, a] excludes 0
+    from flint import arb, arb_poly
+
+    lo_, hi_ = a.bounds()
+    if not arb_poly(f)(arb(min(p, lo_)).union(arb(max(p, hi_)))).contains(0):
         return True
     if f(p) == 0 or sign_at(f, a) == 0:
         return False

@@ -850,7 +850,10 @@ class _ExactEngine:
                     bits = t.code[off : off + T * w]
                     cache[key] = (
                         t.M,
-                        tuple(tuple(h if bits[i * w + j] else zero for j, h in enumerate(row)) for i, row in enumerate(t.M)),
+                        tuple(
+                            tuple(h if bits[i * w + j] else zero for j, h in enumerate(row))
+                            for i, row in enumerate(t.M)
+                        ),
                     )
                 t.M = cache[key][1]
             return traps

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 from fractions import Fraction
+from typing import Any
 
 try:  # the optional extra ``exact``
     from flint import fmpq, fmpq_poly, fmpz_poly
@@ -783,8 +784,8 @@ class LimitBox:
         self.C, self.k, self.a, self.side = C, k, a, side
         self.p = between(inner, a) if side < 0 else between(a, inner)
         self.width = fmpq(1, 4)
-        self.lo: fmpq | None = None
-        self.hi: fmpq | None = None
+        self.lo: Any = None  # fmpq once a box is found
+        self.hi: Any = None
         self.shrink()
 
     def _closer(self) -> None:

@@ -225,7 +225,7 @@ def _poly_factors_cached(key: tuple) -> tuple[int, tuple]:
     P = al.mctx().from_dict(dict(key))
     c, facs = P.factor()
     sign = 1 if c > 0 else -1
-    odd = []
+    odd: list = []
     for f, m in facs:
         lam, G = al.primitive_mpoly(f)
         if m % 2:

@@ -43,7 +43,7 @@ class Traps:
 
     @staticmethod
     def concat(parts: list[Traps]) -> Traps:
-        out = []
+        out: list = []
         for f in dataclasses.fields(Traps):
             vals = [getattr(p, f.name) for p in parts]
             if any(v is None for v in vals):

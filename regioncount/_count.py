@@ -337,7 +337,8 @@ def count_record(
         "area_error": cells.area_error,
         "ties": cells.ties,
         "largest_degree": cells.degree,
-        "cells": "connected cells bounded by segments and conic arcs",
+        "polynomial_pieces": cells.polynomial_pieces(),
+        "cells": cells.summary()["cells"],
         "predicates": "exact (algebraic)" if cells.certified else "float64 with thresholds",
         "engine": "curved",
     }

@@ -57,6 +57,14 @@ def gamma(n: int) -> float:
     return n * EPS / (1 - n * EPS) * (1 + 4 * EPS)
 
 
+def gammas(n: np.ndarray) -> np.ndarray:
+    """:func:`gamma` of every entry of the integer array ``n``."""
+    n = np.asarray(n, dtype=np.float64)
+    if np.any(n * EPS >= 0.5):
+        raise ValueError("gamma(n): n u must stay below 1/2")
+    return n * EPS / (1 - n * EPS) * (1 + 4 * EPS)
+
+
 def granularity(x: np.ndarray) -> np.ndarray:
     """Per entry the exponent ``g`` of the lowest set bit (``x`` is an integer multiple of ``2**g``);
     :data:`ZERO_G` for zeros. Exact: works on the float's bits."""
@@ -97,8 +105,10 @@ def affine_bounds(hb, eb, ge, W, b):
     exact_in_used = np.all(exact_in[:, None, :] | ~used[None], axis=2)  # (T, d_out)
     exact = exact_in_used & (S < np.ldexp(1.0, np.clip(53 + g, -1074, 1023).astype(np.int64)))
     exact |= S == 0
-    n = W.shape[1] + 1
-    err = eb @ aW.T + gamma(n) * S * (1 + 4 * EPS) + TINY
+    # a product with a zero weight is an exact zero and adding it is exact: only the nonzero terms (and the
+    # bias) of each row round, so Thm 3.1 holds with n their count
+    n = np.count_nonzero(W, axis=1) + 1
+    err = eb @ aW.T + gammas(n) * S * (1 + 4 * EPS) + TINY
     eb_out = np.where(exact, 0.0, err)
     ge_out = np.where(exact, g, INEXACT_G)
     return S, eb_out, ge_out

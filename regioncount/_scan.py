@@ -76,10 +76,10 @@ TILE_REGIONS = 500_000
 def _exact_count(net, box: Box, expected: int = 0) -> tuple[int, int]:
     """Exact (activation regions, linear regions) of ``net`` on ``box``: the plane engine for q = 2 (by
     tiles when ``expected``, the construction's formula, exceeds ``TILE_REGIONS``), the line engine for
-    q = 1. Thm 4.4 bounds linear regions, so both are reported. The linear regions of these hardmax programs are
-    merged by the float rule (neighbours' maps equal within 1e-9 of their size, as the tiled count does): the
-    exact merge has no float bounds for attention yet and replays every region in rationals, minutes at these
-    sizes."""
+    q = 1. Thm 4.4 bounds linear regions, so both are reported. The plane engine's linear regions are exact
+    (:meth:`Partition.linear_region_labels`: the float filter with rigorous bounds for every op, attention
+    included, and rational arithmetic for the pairs it leaves); above ``TILE_REGIONS`` they are the tiled
+    count's."""
     if box.dim == 1:
         pieces = walk_line(net, Segment(box.lo, box.hi))
         return pieces.activation_pieces, pieces.linear_pieces
@@ -93,7 +93,7 @@ def _exact_count(net, box: Box, expected: int = 0) -> tuple[int, int]:
         from .engines._plane import partition_plane
 
         part = partition_plane(net, box)
-        return part.n_regions, part.linear_regions(rtol=1e-9)
+        return part.n_regions, part.linear_regions()
     raise ValueError("exact scan counts need q = 1 or q = 2")
 
 

@@ -238,8 +238,10 @@ def test_relu_attention_first_op_and_beyond():
     _, gc, _ = forward_codes(net.lower(), np.asarray(P, dtype=np.float64))
     assert np.array_equal(cells.cell_codes[cells.locate(P)], np.asarray(gc))
     deeper = random_transformer(tokens=2, d_model=4, depth=1, attention="relu", seed=1)
+    # past the first op the walls have degree 3: the float engine refuses; the certified one
+    # (tests/test_curved_spline.py) splits them
     with pytest.raises(CurvedBoundaryError, match="--method line.*--method sample"):
-        partition_curved(deeper, BOX)
+        partition_curved(deeper, BOX, certified=False)
 
 
 def test_cli_counts_curved_cells(tmp_path, capsys):

@@ -85,3 +85,71 @@ def test_float_maps_are_within_their_bounds_of_the_exact_ones(scale):
             )
         )
         assert np.all(err <= E[r][None]), (r, err.max(), E[r].min())
+
+
+def _bounds_hold(program, codes, x0, V):
+    A, E, _ = float_maps(program, codes, x0, V)
+    ex = ExactProgram.of_domain(program, x0, V)
+    for r in range(codes.shape[0]):
+        F = ex.maps(codes[r]).fractions()  # (c, T, d)
+        c, T, d = F.shape
+        err = np.array(
+            [[[abs(float(Fraction(A[r, a, t, j]) - F[a, t, j])) for j in range(d)] for t in range(T)] for a in range(c)]
+        )
+        assert np.all(err <= E[r][None]), (r, err.max())
+    return E
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_float_hardmax_maps_are_within_their_bounds(seed):
+    # random hardmax Transformers (curved scores, several heads, causal or not) at random points
+    from regioncount import random_transformer
+
+    net = random_transformer(2, 3, 6, 2, seed=seed)
+    program = lower(net)
+    X = np.random.default_rng(seed).uniform(-1, 1, (48, 2))
+    _, codes, _ = forward_codes(program, X)
+    E = _bounds_hold(program, np.asarray(codes), np.zeros(2), np.eye(2))
+    assert np.all(np.isfinite(E))  # no tie the floats could not settle at random points
+
+
+def test_float_hardmax_ties_are_averaged_or_left_to_the_exact_interpreter():
+    # a head whose keys tie exactly (a zero key) and one whose keys differ (by the tokens' positions): the float
+    # maps average the tied value rows within their bounds, as the exact interpreter does; where every key of
+    # a head is the same float map with a nonzero bound (the same token thrice), the tie is left to the exact
+    # interpreter: an infinite bound
+    from regioncount.networks._ops import Affine, Attention, Program
+
+    rng = np.random.default_rng(3)
+    T, d = 3, 2
+    Wq = rng.normal(size=(2, d, 1))
+    Wk = np.zeros((2, d, 1))
+    Wk[1] = rng.normal(size=(d, 1))
+    Wv = rng.normal(size=(2, d, 1))
+    Wo = rng.normal(size=(2, 1, d))
+    positions = Affine(np.eye(d), np.array([[0.0, 0.0], [1.0, -1.0], [-2.0, 0.5]]))
+    program = Program(T, 2, (positions, Attention(Wq, Wk, Wv, Wo)))
+    codes = np.array([[0, 0, 0, 1, 2, 0], [0, 0, 0, 2, 2, 2]])
+    E = _bounds_hold(program, codes, np.array([0.25, -0.5]), np.eye(2) * 0.5)
+    assert np.all(np.isfinite(E))
+    same = Program(T, 2, (Attention(Wq, Wk, Wv, Wo),))  # no positions: every key of head 1 ties
+    E = _bounds_hold(same, codes, np.array([0.25, -0.5]), np.eye(2) * 0.5)
+    assert np.all(np.isinf(E))
+
+
+def test_compiled_transformer_linear_regions_are_decided_by_the_float_filter():
+    # the Thm 4.4 construction (1, 4, 2, 6): 3,283 regions, every one its own linear region; with float
+    # bounds for attention the merge replays no pair exactly
+    from regioncount.results._linear import same_maps
+    from regioncount.theory._compile import bound_attaining_transformer
+
+    tf, _ = bound_attaining_transformer(1, 4, 2, 6)
+    part = partition_plane(tf, Box(-1, 2, 2))
+    assert part.n_regions == 3283
+    stats: dict = {}
+    pairs = part.adjacency()
+    x0, V = part.domain.input_map()
+    program = lower(tf)
+    keep = same_maps(pairs, program, part.codes, x0, V, stats)
+    assert stats["linear_exact"] == 0 and stats["linear_float"] == len(pairs)
+    assert not keep.any() and part.linear_regions() == 3283

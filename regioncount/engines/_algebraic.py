@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 from fractions import Fraction
+from typing import Any
 
 try:  # the optional extra ``exact``
     from flint import fmpq, fmpq_poly, fmpz_poly
@@ -256,22 +257,45 @@ def rational_below(a: AlgReal) -> fmpq:
     return a.bounds()[0] - 1
 
 
+def _ball_sign(f: fmpq_poly, a: AlgReal, prec: int = 64) -> int:
+    """The sign of ``f`` on the isolating interval of ``a`` where Arb's enclosure (at ``prec`` bits) excludes
+    0, else 0."""
+    from flint import arb, arb_poly, ctx
+
+    old = ctx.prec
+    try:
+        ctx.prec = prec
+        v = arb_poly(f)(arb(a.lo).union(arb(a.hi)))
+    finally:
+        ctx.prec = old
+    return 1 if v > 0 else -1 if v < 0 else 0
+
+
 def sign_at(f: fmpq_poly, a: AlgReal) -> int:
-    """The exact sign of the rational polynomial ``f`` at the algebraic real ``a``."""
+    """The exact sign of the rational polynomial ``f`` at the algebraic real ``a``: an Arb enclosure of
+    ``f`` over ``a``'s isolating interval that excludes 0 decides (a filter); otherwise ``f(a) = 0`` exactly
+    when ``a``'s irreducible polynomial divides ``f``, and a nonzero value is read from enclosures over
+    intervals refined, at growing precision, until one excludes 0 (which happens: ``f(a) != 0``)."""
     if a.q is not None:
         return _sgn(f(a.q))
-    # f(a) = 0 exactly when a's (irreducible) polynomial divides f
     if f.is_zero():
-        return 0
-    _, r = divmod(f, fmpq_poly(a.p))
-    if r.is_zero():
         return 0
     if f.degree() <= 0:
         return _sgn(f.coeffs()[0])
-    # nonzero at a: on an interval free of f's roots its sign is its sign anywhere inside
-    while roots_in(f, _from_bounds(a.lo), _from_bounds(a.hi)):
-        a.refine()
-    return _sgn(f((a.lo + a.hi) / 2))
+    s = _ball_sign(f, a)
+    if s:
+        return s
+    _, r = divmod(f, fmpq_poly(a.p))
+    if r.is_zero():
+        return 0
+    prec = 64
+    while True:
+        prec *= 2
+        for _ in range(prec // 4):
+            a.refine()
+        s = _ball_sign(f, a, prec)
+        if s:
+            return s
 
 
 def _from_bounds(q: fmpq) -> AlgReal:
@@ -362,8 +386,8 @@ def y_roots_at(Q, s: fmpq) -> list[AlgReal]:
 
 class Fibre:
     """The distinct real roots in ``y`` of ``F(a, y)`` for a bivariate rational polynomial ``F`` and an
-    algebraic real ``a``: ``intervals`` ascending, each ``(lo, hi)`` rationals holding exactly one root
-    (``lo == hi``: that rational is the root)."""
+    algebraic real ``a``: ``intervals`` ascending, each either an open interval ``(lo, hi)`` of rationals that
+    are not roots and hold exactly one root, or ``(r, r)``: the rational ``r`` is the root."""
 
     def __init__(self, coeffs_y: list, a: AlgReal):
         self.a = a
@@ -377,7 +401,7 @@ class Fibre:
         self.intervals = self._isolate()
 
     def count(self, lo: fmpq, hi: fmpq) -> int:
-        """Distinct real roots in ``(lo, hi]``."""
+        """Distinct real roots in ``(lo, hi]`` (Sturm's theorem on the squarefree part)."""
         return self._var(lo) - self._var(hi)
 
     def refine(self, i: int) -> None:
@@ -386,7 +410,7 @@ class Fibre:
         if lo == hi:
             return
         mid = (lo + hi) / 2
-        if sign_at(_yeval(self.sf, mid, self.m), self.a) == 0:
+        if self.is_root(mid):
             self.intervals[i] = (mid, mid)
         elif self.count(lo, mid) == 1:
             self.intervals[i] = (lo, mid)
@@ -396,6 +420,18 @@ class Fibre:
     def is_root(self, y: fmpq) -> bool:
         return sign_at(_yeval(self.sf, y, self.m), self.a) == 0
 
+    def neighbourhood(self, i: int) -> tuple[fmpq, fmpq]:
+        """Rationals ``l < h``, neither a root, with root ``i`` the only root in ``[l, h]``."""
+        lo, hi = self.intervals[i]
+        if lo < hi:
+            return lo, hi
+        d = fmpq(1, 2)
+        while True:
+            l, h = lo - d, lo + d
+            if not self.is_root(l) and not self.is_root(h) and self.count(l, h) == 1:
+                return l, h
+            d /= 2
+
     def _var(self, y: fmpq) -> int:
         signs = [s for s in (sign_at(_yeval(S, y, self.m), self.a) for S in self.sturm) if s]
         return sum(1 for u, v in zip(signs, signs[1:]) if u != v)
@@ -403,27 +439,26 @@ class Fibre:
     def _isolate(self) -> list:
         if len(self.sf) <= 1:
             return []
-        B = _root_bound(self.sf, self.a)
+        B = _root_bound(self.sf, self.a)  # +-B are not roots
         out: list = []
         stack = [(-B, B)]
         while stack:
-            lo, hi = stack.pop()
+            lo, hi = stack.pop()  # neither end is a root
             n = self.count(lo, hi)
             if n == 0:
-                continue
-            if sign_at(_yeval(self.sf, hi, self.m), self.a) == 0:
-                out.append((hi, hi))
-                n -= 1
-                if n == 0:
-                    continue
-                hi2 = hi - (hi - lo) / 1024
-                stack.append((lo, hi2))
                 continue
             if n == 1:
                 out.append((lo, hi))
                 continue
             mid = (lo + hi) / 2
-            stack.extend([(lo, mid), (mid, hi)])
+            if self.is_root(mid):
+                out.append((mid, mid))
+                d = (hi - lo) / 4
+                while self.is_root(mid - d) or self.is_root(mid + d) or self.count(mid - d, mid + d) != 1:
+                    d /= 2
+                stack.extend([(lo, mid - d), (mid + d, hi)])
+            else:
+                stack.extend([(lo, mid), (mid, hi)])
         return sorted(out, key=lambda iv: (iv[0], iv[1]))
 
 
@@ -525,12 +560,14 @@ def fibre_cmp(F1: Fibre, i: int, F2: Fibre, j: int) -> int:
     while True:
         l1, h1 = F1.intervals[i]
         l2, h2 = F2.intervals[j]
-        if h1 < l2 or (h1 == l2 and (l1 < h1 or l2 < h2)):
-            return -1
-        if h2 < l1 or (h2 == l1 and (l2 < h2 or l1 < h1)):
-            return 1
-        if l1 == h1 and l2 == h2:
+        p1, p2 = l1 == h1, l2 == h2
+        if p1 and p2:
             return (l1 > l2) - (l1 < l2)
+        # an open interval's root lies strictly inside it
+        if h1 <= l2:
+            return -1
+        if h2 <= l1:
+            return 1
         if G is None and common:
             g = _ygcd(F1.sf, F2.sf, F1.m)
             if len(g) <= 1:  # no common root: the intervals separate under refinement
@@ -538,11 +575,379 @@ def fibre_cmp(F1: Fibre, i: int, F2: Fibre, j: int) -> int:
             else:
                 G = Fibre(g, F1.a)
         if G is not None:
-            c1 = (1 if G.is_root(l1) else 0) if l1 == h1 else G.count(l1, h1)
-            c2 = (1 if G.is_root(l2) else 0) if l2 == h2 else G.count(l2, h2)
+            c1 = (1 if G.is_root(l1) else 0) if p1 else G.count(l1, h1)
+            c2 = (1 if G.is_root(l2) else 0) if p2 else G.count(l2, h2)
             if c1 and c2:
                 lo, hi = min(l1, l2), max(h1, h2)
                 if G.count(lo, hi) + (1 if G.is_root(lo) else 0) == 1:
                     return 0  # both are the one root of G in the hull of their intervals
         F1.refine(i)
         F2.refine(j)
+
+
+# ----------------------------------------------------------------------------------------------------
+# curves of any degree
+#
+# A curve is an irreducible rational polynomial P(x, y) (fmpq_mpoly in the variables x, y), scaled to
+# primitive integers with a positive leading coefficient (lexicographic order, x before y), so that
+# proportional polynomials give one curve. Its branches over an interval of x on which neither its
+# discriminant in y nor its leading coefficient in y vanishes are the k-th real roots in y, k fixed.
+
+
+@functools.lru_cache(maxsize=1)
+def mctx():
+    """The context of bivariate rational polynomials in ``x, y`` (lexicographic)."""
+    from flint import fmpq_mpoly_ctx
+
+    return fmpq_mpoly_ctx.get(("x", "y"), "lex")
+
+
+def _xpoly(P) -> fmpq_poly:
+    """A bivariate polynomial that does not depend on ``y`` as a polynomial in ``x``."""
+    d = P.to_dict()
+    if not d:
+        return fmpq_poly([0])
+    n = max(m[0] for m in d)
+    c = [fmpq(0)] * (n + 1)
+    for (i, j), v in d.items():
+        if j:
+            raise ValueError("the polynomial depends on y")
+        c[i] = v
+    return fmpq_poly(c)
+
+
+class Curve:
+    """An irreducible curve of any degree (see above). ``yc[k]``: the coefficient of ``y^k``, a polynomial
+    in ``x``; ``dy`` the degree in ``y``; ``deg`` the total degree. Build with :func:`curve` (interned)."""
+
+    __slots__ = ("P", "key", "dy", "deg", "yc", "_disc", "__weakref__")
+
+    def __init__(self, P, key):
+        self.P, self.key = P, key
+        d = P.to_dict()
+        self.dy = max(m[1] for m in d)
+        self.deg = P.total_degree()
+        cols: list[dict] = [{} for _ in range(self.dy + 1)]
+        for (i, j), v in d.items():
+            cols[j][i] = v
+        self.yc = [fmpq_poly([c.get(i, fmpq(0)) for i in range(max(c, default=0) + 1)]) for c in cols]
+        self._disc = None
+
+    def __repr__(self) -> str:
+        return f"Curve({self.P})"
+
+    @property
+    def lc(self) -> fmpq_poly:
+        return self.yc[self.dy]
+
+    def disc(self) -> fmpq_poly:
+        """The discriminant in ``y`` (``dy >= 2``), a polynomial in ``x``."""
+        if self._disc is None:
+            self._disc = _xpoly(self.P.discriminant("y"))
+        return self._disc
+
+    def at_x(self, s: fmpq) -> fmpq_poly:
+        """``P(s, .)`` as a polynomial in ``y``."""
+        return fmpq_poly([c(s) for c in self.yc])
+
+    def y_roots_at(self, s: fmpq) -> list[AlgReal]:
+        f = self.at_x(s)
+        return [] if f.degree() <= 0 else roots_in(f)
+
+    def value(self, x: fmpq, y: fmpq) -> fmpq:
+        return self.P(x, y)
+
+    def along_y(self, t: fmpq) -> fmpq_poly:
+        """``P(., t)`` as a polynomial in ``x``."""
+        return _xpoly(self.P.subs({"y": t}))
+
+
+_CURVES: dict = {}
+
+
+def mpoly_key(P) -> tuple:
+    return tuple(sorted((m, (int(c.p), int(c.q))) for m, c in P.to_dict().items()))
+
+
+def primitive_mpoly(P):
+    """``(lam, G)`` with ``G = lam P`` primitive integer (as rationals), leading coefficient positive."""
+    cs = P.coeffs()
+    den = 1
+    for c in cs:
+        den = den * int(c.q) // _gcd(den, int(c.q))
+    g = 0
+    for c in cs:
+        g = _gcd(g, int(c.p) * (den // int(c.q)))
+    lam = fmpq(den, g)
+    if P.leading_coefficient() < 0:
+        lam = -lam
+    return lam, P * lam
+
+
+def curve(P) -> Curve:
+    """The interned curve of the irreducible polynomial ``P`` (any nonzero rational multiple gives it)."""
+    _, G = primitive_mpoly(P)
+    key = mpoly_key(G)
+    c = _CURVES.get(key)
+    if c is None:
+        c = _CURVES[key] = Curve(G, key)
+    return c
+
+
+def conic_mpoly(Q):
+    """A conic ``(A, B, C, D, E, F)`` as a bivariate polynomial."""
+    mono = ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0))
+    return mctx().from_dict({m: q_of(c) for m, c in zip(mono, Q) if c != 0})
+
+
+@functools.lru_cache(maxsize=65536)
+def _res_cached(k1: tuple, k2: tuple) -> fmpq_poly:
+    return _xpoly(_CURVES[k1].P.resultant(_CURVES[k2].P, "y"))
+
+
+def resultant_curves(C1: Curve, C2: Curve) -> fmpq_poly:
+    """The resultant in ``y`` of two curves, a polynomial in ``x`` (zero where they share a root in ``y``,
+    and possibly where both leading coefficients vanish)."""
+    return _res_cached(C1.key, C2.key) if C1.key <= C2.key else _res_cached(C2.key, C1.key)
+
+
+_FIBRES: dict = {}
+
+
+def fibre(C: Curve, a: AlgReal) -> Fibre:
+    """The fibre of ``C`` over ``a`` (cached by both keys)."""
+    k = (C.key, a.key)
+    F = _FIBRES.get(k)
+    if F is None:
+        if len(_FIBRES) > 65536:
+            _FIBRES.clear()
+        F = _FIBRES[k] = Fibre(list(C.yc), a)
+    return F
+
+
+def _clear(C: Curve, t: fmpq, p: fmpq, a: AlgReal) -> bool:
+    """``C`` has no point on the horizontal segment ``y = t`` for ``x`` between ``p`` and ``a`` (closed;
+    ``C(a, t) != 0`` is known)."""
+    f = C.along_y(t)
+    if f.is_zero():
+        return False
+    if f.degree() <= 0:
+        return True
+    if f(p) == 0:
+        return False
+    pa = rational(p)
+    lo, hi = (pa, a) if cmp(pa, a) < 0 else (a, pa)
+    return not roots_in(f, lo, hi)
+
+
+def branch_limit(C: Curve, k: int, a: AlgReal, side: int, inner: AlgReal) -> tuple[Fibre, int]:
+    """The limit at ``x = a`` of branch ``k`` (the ``k``-th real root in ``y``) of ``C`` over the open interval
+    between ``inner`` and ``a`` (``side`` -1: the interval lies left of ``a``, +1: right), on which the branch
+    is defined and bounded: ``(F, i)`` with ``F`` the fibre over ``a`` and ``i`` the index of the root it tends to.
+
+    Why it is exact: let ``[l, h]`` hold root ``i`` of the fibre alone, its ends no roots. Where the branch at a
+    rational ``p`` lies in ``(l, h)`` and ``C`` meets neither horizontal side ``y = l``, ``y = h`` of the
+    rectangle ``[p, a] x [l, h]`` (exact root counts of univariate polynomials), the branch stays inside the
+    rectangle up to ``a``, so its limit (which exists: the branch is semi-algebraic and bounded) is a root of
+    ``C(a, .)`` in ``[l, h]``: root ``i``. As ``p`` tends to ``a`` both conditions come to hold."""
+    F = fibre(C, a)
+    hoods = [F.neighbourhood(i) for i in range(len(F.intervals))]
+    p = between(inner, a) if side < 0 else between(a, inner)
+    while True:
+        ys = C.y_roots_at(p)
+        if len(ys) <= k:
+            raise AssertionError("a branch is missing at a point of its slab")
+        y = ys[k]
+        for i, (lo, hi) in enumerate(hoods):
+            if cmp(y, rational(lo)) > 0 and cmp(y, rational(hi)) < 0:
+                if _clear(C, lo, p, a) and _clear(C, hi, p, a):
+                    return F, i
+                break
+        # move p halfway to a
+        if a.q is not None:
+            p = (p + a.q) / 2
+            continue
+        a.refine()
+        end = a.lo if side < 0 else a.hi
+        if (side < 0 and end > p) or (side > 0 and end < p):
+            p = (p + end) / 2
+
+
+class LimitBox:
+    """Shrinking rational enclosures ``[lo, hi]`` of the limit at ``x = a`` of branch ``k`` of ``C`` over the
+    open interval between ``inner`` and ``a`` (``side`` as in :func:`branch_limit`), in rational arithmetic
+    only: where the branch at a rational ``p`` lies in ``(lo, hi)`` and ``C`` meets neither side ``y = lo``,
+    ``y = hi`` of ``[p, a] x [lo, hi]``, the branch stays in the rectangle up to ``a``, so its limit is in
+    ``[lo, hi]``. A filter in front of the fibres over ``a``: disjoint boxes order two limits."""
+
+    def __init__(self, C: Curve, k: int, a: AlgReal, side: int, inner: AlgReal):
+        self.C, self.k, self.a, self.side = C, k, a, side
+        self.p = between(inner, a) if side < 0 else between(a, inner)
+        self.width = fmpq(1, 4)
+        self.lo: Any = None  # fmpq once a box is found
+        self.hi: Any = None
+        self.shrink()
+
+    def _closer(self) -> None:
+        # an eighth of the way left to a: about as fast as the boxes narrow
+        a = self.a
+        if a.q is not None:
+            self.p = a.q + (self.p - a.q) / 8
+            return
+        for _ in range(3):
+            a.refine()
+        end = a.lo if self.side < 0 else a.hi
+        if (self.side < 0 and end > self.p) or (self.side > 0 and end < self.p):
+            self.p = end + (self.p - end) / 8
+
+    def shrink(self, tries: int = 24) -> bool:
+        """Replace the box by one about 16 times narrower (False where ``tries`` moves of ``p`` did not do)."""
+        for _ in range(tries):
+            ys = self.C.y_roots_at(self.p)
+            if len(ys) <= self.k:
+                raise AssertionError("a branch is missing at a point of its slab")
+            y = ys[self.k]
+            while y.q is None and y.hi - y.lo > self.width / 4:
+                y.refine()
+            ylo, yhi = y.bounds()
+            lo, hi = ylo - self.width / 2, yhi + self.width / 2
+            if self.C.at_x(self.p)(lo) != 0 and self.C.at_x(self.p)(hi) != 0:
+                if _clear_open(self.C, lo, self.p, self.a) and _clear_open(self.C, hi, self.p, self.a):
+                    self.lo, self.hi = lo, hi
+                    self.width /= 16
+                    self._closer()
+                    return True
+            self._closer()
+        return False
+
+
+def _clear_open(C: Curve, t: fmpq, p: fmpq, a: AlgReal) -> bool:
+    """``C`` has no point on ``y = t`` for ``x`` in the closed interval between ``p`` and ``a``."""
+    f = C.along_y(t)
+    if f.is_zero():
+        return False
+    if f.degree() <= 0:
+        return True
+    # the filter: Arb's enclosure of f over an interval holding [p, a] excludes 0
+    from flint import arb, arb_poly
+
+    lo_, hi_ = a.bounds()
+    if not arb_poly(f)(arb(min(p, lo_)).union(arb(max(p, hi_)))).contains(0):
+        return True
+    if f(p) == 0 or sign_at(f, a) == 0:
+        return False
+    pa = rational(p)
+    lo, hi = (pa, a) if cmp(pa, a) < 0 else (a, pa)
+    return not roots_in(f, lo, hi)
+
+
+def _bareiss(M: list) -> fmpq_poly:
+    """The determinant of a square matrix of rational polynomials (Bareiss' fraction-free elimination:
+    every division is exact)."""
+    M = [list(r) for r in M]
+    n = len(M)
+    if n == 0:
+        return fmpq_poly([1])
+    sign, prev = 1, fmpq_poly([1])
+    for k in range(n - 1):
+        if M[k][k].is_zero():
+            r = next((r for r in range(k + 1, n) if not M[r][k].is_zero()), None)
+            if r is None:
+                return fmpq_poly([0])
+            M[k], M[r] = M[r], M[k]
+            sign = -sign
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):
+                M[i][j] = (M[i][j] * M[k][k] - M[i][k] * M[k][j]) // prev
+        prev = M[k][k]
+    return M[n - 1][n - 1] * sign
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_subresultant(k1: tuple, k2: tuple) -> tuple[fmpq_poly, fmpq_poly]:
+    """``(s11, s10)``: the first subresultant ``s11(x) y + s10(x)`` in ``y`` of two curves (where one is
+    linear in ``y``, that one itself). Where ``s11(a) != 0``, both leading coefficients are nonzero at ``a``
+    and the curves share a root in ``y`` over ``a``, that common root is unique: ``-s10(a) / s11(a)``."""
+    A, B = _CURVES[k1].yc, _CURVES[k2].yc
+    m, n = len(A) - 1, len(B) - 1
+    if n == 1:
+        return B[1], B[0]
+    if m == 1:
+        return A[1], A[0]
+    N = m + n - 1  # powers m + n - 2 .. 0
+    rows = []
+    for s in range(n - 2, -1, -1):  # y^s P1
+        r = [fmpq_poly([0])] * N
+        for d, c in enumerate(A):
+            r[N - 1 - (d + s)] = c
+        rows.append(r)
+    for s in range(m - 2, -1, -1):  # y^s P2
+        r = [fmpq_poly([0])] * N
+        for d, c in enumerate(B):
+            r[N - 1 - (d + s)] = c
+        rows.append(r)
+    lead = [r[: N - 2] for r in rows]
+    s11 = _bareiss([lr + [r[N - 2]] for lr, r in zip(lead, rows)])
+    s10 = _bareiss([lr + [r[N - 1]] for lr, r in zip(lead, rows)])
+    return s11, s10
+
+
+_NORMS: dict = {}
+
+
+def _norm(C: Curve, a: AlgReal) -> fmpq_poly:
+    """``N(y) = res_x(C(x, y), m_a(x))``: every root in ``y`` of ``C(a, .)`` is a root of this rational
+    polynomial."""
+    key = (C.key, a.key)
+    N = _NORMS.get(key)
+    if N is None:
+        if len(_NORMS) > 65536:
+            _NORMS.clear()
+        m = _minpoly(a)
+        mp = mctx().from_dict({(i, 0): c for i, c in enumerate(m.coeffs()) if c != 0})
+        d = C.P.resultant(mp, "x").to_dict()
+        top = max((j for _, j in d), default=0)
+        c = [fmpq(0)] * (top + 1)
+        for (_, j), v in d.items():
+            c[j] = v
+        N = _NORMS[key] = fmpq_poly(c)
+    return N
+
+
+def _one_root_in(C: Curve, a: AlgReal, lo: fmpq, hi: fmpq) -> bool:
+    """``C(a, .)`` has at most one distinct root in ``[lo, hi]`` (its norm has exactly one there)."""
+    N = _norm(C, a)
+    if N.is_zero():
+        return False
+    n = len(roots_in(N, rational(lo), rational(hi))) + (N(lo) == 0) + (N(hi) == 0 and hi != lo)
+    return n == 1
+
+
+def _in_box(s11: fmpq_poly, s10: fmpq_poly, a: AlgReal, lo: fmpq, hi: fmpq) -> bool:
+    """``-s10(a) / s11(a)`` lies in ``[lo, hi]`` (``s11(a) != 0``)."""
+    sg = sign_at(s11, a)
+    above = -sign_at(s10 + s11 * lo, a) * sg  # sign of y* - lo
+    below = sign_at(s10 + s11 * hi, a) * sg  # sign of hi - y*
+    return above >= 0 and below >= 0
+
+
+def limits_equal(C1: Curve, B1: LimitBox, C2: Curve, B2: LimitBox) -> bool | None:
+    """Whether the two limits enclosed by the overlapping boxes are equal, decided in rational arithmetic and
+    signs of rational polynomials at ``a``: True / False where decided, None where this test cannot (then the
+    fibres over ``a`` decide). Same curve: equal where its norm has one root in the hull of the boxes.
+    Different curves: distinct where their resultant is nonzero at ``a`` or their one common root lies outside
+    a box; equal where it lies in both and each box holds one root of its curve's norm."""
+    a = B1.a
+    lo, hi = min(B1.lo, B2.lo), max(B1.hi, B2.hi)
+    if C1 is C2:
+        return True if _one_root_in(C1, a, lo, hi) else None
+    if sign_at(resultant_curves(C1, C2), a) != 0:
+        return False
+    s11, s10 = _first_subresultant(C1.key, C2.key) if C1.key <= C2.key else _first_subresultant(C2.key, C1.key)
+    if sign_at(s11, a) == 0 or sign_at(C1.lc, a) == 0 or sign_at(C2.lc, a) == 0:
+        return None
+    if not (_in_box(s11, s10, a, B1.lo, B1.hi) and _in_box(s11, s10, a, B2.lo, B2.hi)):
+        return False
+    if _one_root_in(C1, a, B1.lo, B1.hi) and _one_root_in(C2, a, B2.lo, B2.hi):
+        return True
+    return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..results._arcs import branch_y, y_roots  # noqa: F401  (evaluation lives in the results layer)
+from ..results._arcs import arc_y, branch_y, y_roots  # noqa: F401  (evaluation lives in the results layer)
 
 #: Companion eigenvalues with ``|imag| <= _IMAG (1 + |real|)`` are candidate real (possibly double) roots.
 _IMAG = 1e-6

@@ -303,7 +303,7 @@ class _Buf:
         self.n = need
 
 
-_TRAP_FIELDS = tuple(f.name for f in dataclasses.fields(Traps))
+_TRAP_FIELDS = tuple(f.name for f in dataclasses.fields(Traps) if f.name not in ("Lg", "Ug"))  # conic arcs only
 
 
 class _Engine:
@@ -673,6 +673,21 @@ def partition_curved(
         return partition_curved_exact(net, domain, max_traps=max_traps, snapshots=snapshots)
     program = lower(net)
     refuse_unsupported("curved", (op for op, _, _ in walk_widths(program)))
+    if certified is None:
+        from . import _algebraic
+        from ._curved_exact import wall_degree_bound
+
+        if wall_degree_bound(program) > 2:
+            # walls of degree >= 3 (past a ReLU-attention op): only the certified engine splits them
+            if not _algebraic.HAVE_FLINT:
+                raise CurvedBoundaryError(
+                    "this network's cell walls have degree above 2 (after a ReLU-attention op); the certified "
+                    "curved engine splits them and needs python-flint: pip install 'regioncount[exact]' "
+                    "(or use --method line or --method sample)"
+                )
+            from ._curved_exact import partition_curved_exact
+
+            return partition_curved_exact(net, domain, max_traps=max_traps, snapshots=snapshots)
     x0n, Vn, c, h, xlo, xhi = _frame(program, domain)
     check_domain(net, xlo, xhi)
     T = program.tokens

@@ -67,16 +67,25 @@ def _flint():
 
 
 class Arc:
-    """Branch ``k`` (0 lower, 1 upper real root in ``y``; 0 for a curve linear in ``y``) of the canonical
-    conic ``Q`` (6 fmpq), with id ``id`` (both sides of an arc carry it)."""
+    """Branch ``k`` of the curve ``Q`` over the slab ``(x0, x1)`` it was made in, with id ``id`` (both sides of an
+    arc carry it). ``Q`` is a canonical conic (6 fmpq; ``k`` 0 lower, 1 upper real root in ``y``, 0 for a curve
+    linear in ``y``) or an :class:`~._algebraic.Curve` of degree >= 3 (``k`` the index of the real root in ``y``
+    in ascending order, constant over the slab: its discriminant and leading coefficient in ``y`` have no
+    root there)."""
 
-    __slots__ = ("Q", "k", "id", "dq")
+    __slots__ = ("Q", "k", "id", "dq", "g", "x0", "x1")
 
-    def __init__(self, Q, k: int, id_: int):
-        self.Q, self.k, self.id, self.dq = Q, k, id_, al.y_degree(Q)
+    def __init__(self, Q, k: int, id_: int, x0=None, x1=None):
+        self.Q, self.k, self.id = Q, k, id_
+        self.g = isinstance(Q, al.Curve)
+        self.dq = Q.dy if self.g else al.y_degree(Q)
+        self.x0 = x0 if x0 is not None else al.rational(-1)
+        self.x1 = x1 if x1 is not None else al.rational(1)
 
     def at(self, s) -> al.AlgReal:
         """The branch's ``y`` at a rational ``x = s`` inside its slab."""
+        if self.g:
+            return self.Q.y_roots_at(s)[self.k]
         r = al.y_roots_at(self.Q, s)
         if self.dq == 2:
             if len(r) != 2:
@@ -111,10 +120,13 @@ class Trap:
         if self._box is None:
             fl = _flint()
             X = fl.arb(self.a.bounds()[0]).union(fl.arb(self.b.bounds()[1]))
-            lo = _branch_ball(self.L, X)
-            hi = _branch_ball(self.U, X)
-            ylo = max(lo.lower(), fl.arb(-1)) if lo.is_finite() else fl.arb(-1)
-            yhi = min(hi.upper(), fl.arb(1)) if hi.is_finite() else fl.arb(1)
+            ylo, yhi = fl.arb(-1), fl.arb(1)
+            if not self.L.g:
+                lo = _branch_ball(self.L, X)
+                ylo = max(lo.lower(), ylo) if lo.is_finite() else ylo
+            if not self.U.g:
+                hi = _branch_ball(self.U, X)
+                yhi = min(hi.upper(), yhi) if hi.is_finite() else yhi
             self._box = (X, ylo.union(yhi))
         return self._box
 
@@ -143,9 +155,26 @@ def _poly_ball(f, X):
 
 
 def _box_sign(Q, box) -> int:
-    """+1 / -1 where ``Q`` provably has that sign on the box (Arb interval extension), 0 if undecided."""
+    """+1 / -1 where ``Q`` (a conic or a bivariate polynomial) provably has that sign on the box (Arb interval
+    extension), 0 if undecided."""
     fl = _flint()
     X, Y = box
+    if not isinstance(Q, tuple):
+        d = Q.to_dict()
+        ny = max(m[1] for m in d)
+        rows: list = [fl.arb(0)] * (ny + 1)
+        by: dict = {}
+        for (i, j), c in d.items():
+            by.setdefault(j, {})[i] = c
+        for j, cs in by.items():
+            v = fl.arb(0)
+            for i in range(max(cs), -1, -1):
+                v = v * X + fl.arb(cs.get(i, 0))
+            rows[j] = v
+        v = fl.arb(0)
+        for r in reversed(rows):
+            v = v * Y + r
+        return 1 if v > 0 else -1 if v < 0 else 0
     A, B, C, D, E, F = (fl.arb(c) for c in Q)
     v = (A * X + B * Y + D) * X + (C * Y + E) * Y + F
     return 1 if v > 0 else -1 if v < 0 else 0
@@ -191,8 +220,56 @@ def _factors(Q: tuple) -> tuple[int, tuple]:
     return sign, tuple(odd)
 
 
+@functools.lru_cache(maxsize=65536)
+def _poly_factors_cached(key: tuple) -> tuple[int, tuple]:
+    P = al.mctx().from_dict(dict(key))
+    c, facs = P.factor()
+    sign = 1 if c > 0 else -1
+    odd: list = []
+    for f, m in facs:
+        lam, G = al.primitive_mpoly(f)
+        if m % 2:
+            if G.total_degree() <= 2:
+                F = _conic_of(G)
+                Gc = al.canonical(F)
+                if next(g / h for g, h in zip(Gc, F) if h != 0) < 0:
+                    lam = -lam
+                odd.append(Gc)
+            else:
+                odd.append(al.curve(G))
+            if lam < 0:
+                sign = -sign
+    return sign, tuple(odd)
+
+
+def _poly_factors(Q) -> tuple[int, tuple]:
+    """``(sign of the content, odd-multiplicity irreducible factors)`` of a bivariate polynomial: factors of
+    total degree <= 2 as canonical conics, the others as :class:`~._algebraic.Curve`. ``Q`` is the sign times
+    the product of the factors (each scaled by a positive rational) times squares."""
+    return _poly_factors_cached(tuple((m, c) for m, c in Q.to_dict().items()))
+
+
 def _qkey(Q) -> tuple:
+    if isinstance(Q, al.Curve):
+        return Q.key
     return tuple((int(c.p), int(c.q)) for c in Q)
+
+
+@functools.lru_cache(maxsize=65536)
+def _conic_curve(Q: tuple) -> al.Curve:
+    return al.curve(al.conic_mpoly(Q))
+
+
+def _as_curve(Q) -> al.Curve:
+    """A conic or curve as an :class:`~._algebraic.Curve` (interned)."""
+    return Q if isinstance(Q, al.Curve) else _conic_curve(Q)
+
+
+def _conic_of(P) -> tuple:
+    """A bivariate polynomial of total degree <= 2 as its 6 conic coefficients."""
+    d = P.to_dict()
+    z = _flint().fmpq(0)
+    return tuple(d.get(m, z) for m in _MONO)
 
 
 def _sign_at(Q, x, y) -> int:
@@ -205,12 +282,21 @@ def _sign_at(Q, x, y) -> int:
 
 
 class _Splitter:
-    def __init__(self):
+    def __init__(self, cap: int | None = None):
         self.next_id = 2
         self.degree = 0
+        self.cap = cap
 
     def split(self, t: Trap, Q) -> list[tuple[Trap, int]]:
-        """Pieces of ``t`` with the exact sign of ``Q`` on each (0 where ``Q`` vanishes identically)."""
+        """Pieces of ``t`` with the exact sign of ``Q`` on each (0 where ``Q`` vanishes identically). ``Q`` is a
+        conic (6 fmpq) or a bivariate polynomial (``fmpq_mpoly``) of any degree."""
+        if not isinstance(Q, tuple):
+            if Q.is_zero():
+                return [(t, 0)]
+            if Q.total_degree() <= 2:
+                Q = _conic_of(Q)
+            else:
+                return self._split_poly(t, Q)
         if all(c == 0 for c in Q):
             return [(t, 0)]
         # the float filter: a curve that provably keeps one sign on the trapezoid's box does not enter it
@@ -228,6 +314,80 @@ class _Splitter:
             out = nxt
         return out
 
+    def _split_poly(self, t: Trap, Q) -> list[tuple[Trap, int]]:
+        sb = _box_sign(Q, t.box())
+        if sb:
+            return [(t, sb)]
+        sign, odd = _poly_factors(Q)
+        out = [(t, sign)]
+        for G in odd:
+            nxt: list[tuple[Trap, int]] = []
+            for piece, s in out:
+                parts = self._split_irreducible(piece, G) if isinstance(G, tuple) else self._split_curve(piece, G)
+                nxt.extend((pp, s * sp) for pp, sp in parts)
+            out = nxt
+        return out
+
+    def _split_curve(self, t: Trap, C: al.Curve) -> list[tuple[Trap, int]]:
+        """Split ``t`` by an irreducible curve of degree >= 3 (the cylindrical decomposition of the module
+        docstring: cuts at the real roots of its discriminant and leading coefficient in ``y`` and of its
+        resultants with the trapezoid's arcs; branches ordered at a rational sample of each sub-slab)."""
+        if self.cap is not None and C.deg > self.cap:
+            raise CurvedBoundaryError(_cap_message(C.deg, self.cap))
+        polys = []
+        if C.dy == 0:
+            polys.append(C.yc[0])
+        else:
+            if C.dy >= 2:
+                polys.append(C.disc())
+            if C.lc.degree() > 0:
+                polys.append(C.lc)
+            for arc in (t.L, t.U):
+                G = _as_curve(arc.Q)
+                if G is not C:
+                    res = al.resultant_curves(C, G)
+                    if not res.is_zero():
+                        polys.append(res)
+        cuts: dict = {}
+        X = t.box()[0]
+        for f in polys:
+            if f.degree() > 0 and not _poly_ball(f, X) != 0:
+                for x in al.roots_in(f, t.a, t.b):
+                    cuts.setdefault(x.key, x)
+        xs = sorted(cuts.values(), key=functools.cmp_to_key(al.cmp))
+        ends = [t.a, *xs, t.b]
+        slabs = []
+        for j in range(len(ends) - 1):
+            x0, x1 = ends[j], ends[j + 1]
+            s = t.s if (len(ends) == 2) else al.between(x0, x1)
+            yl, yu = t.L.at(s), t.U.at(s)
+            inside = []
+            if C.dy > 0:
+                for k, r in enumerate(C.y_roots_at(s)):
+                    if al.cmp(r, yl) > 0 and al.cmp(r, yu) < 0:
+                        inside.append((k, r))
+            levels = [yl, *(r for _, r in inside), yu]
+            signs = []
+            for i in range(len(levels) - 1):
+                v = C.value(s, al.between(levels[i], levels[i + 1]))
+                signs.append((v > 0) - (v < 0))
+            slabs.append((x0, x1, s, inside, signs))
+        if all(not sl[3] for sl in slabs) and len({sl[4][0] for sl in slabs}) == 1:
+            return [(t, slabs[0][4][0])]
+        self.degree = max(self.degree, C.deg)
+        pieces = []
+        for x0, x1, s, inside, signs in slabs:
+            arcs = [t.L]
+            for k, _ in inside:
+                arcs.append(Arc(C, k, self.next_id, x0, x1))
+                self.next_id += 1
+            arcs.append(t.U)
+            for i in range(len(arcs) - 1):
+                pieces.append(
+                    (Trap(x0, x1, arcs[i], arcs[i + 1], s, t.M, list(t.code), t.base, t.tied, t.pm), signs[i])
+                )
+        return pieces
+
     def _split_irreducible(self, t: Trap, P) -> list[tuple[Trap, int]]:
         fl = _flint()
         dq = al.y_degree(P)
@@ -241,7 +401,10 @@ class _Splitter:
         if dq > 0:
             for arc in (t.L, t.U):
                 if arc.Q != P:
-                    res = al.resultant_y(P, arc.Q)
+                    if arc.g:
+                        res = al.resultant_curves(_as_curve(P), arc.Q)
+                    else:
+                        res = al.resultant_y(P, arc.Q)
                     if not res.is_zero():
                         polys.append(res)
         cuts: dict = {}
@@ -274,7 +437,7 @@ class _Splitter:
         for x0, x1, s, inside, signs in slabs:
             arcs = [t.L]
             for k, _ in inside:
-                arcs.append(Arc(P, k, self.next_id))
+                arcs.append(Arc(P, k, self.next_id, x0, x1))
                 self.next_id += 1
             arcs.append(t.U)
             for i in range(len(arcs) - 1):
@@ -282,6 +445,73 @@ class _Splitter:
                     (Trap(x0, x1, arcs[i], arcs[i + 1], s, t.M, list(t.code), t.base, t.tied, t.pm), signs[i])
                 )
         return pieces
+
+
+# ----------------------------------------------------------------------------------------------------
+# degrees
+
+#: The largest total degree of a wall (an irreducible curve that splits a trapezoid) the certified engine
+#: takes on: measured in benchmarks/README.md ("certified curved cells: degrees"), where the exact
+#: resultants and root isolation of walls of this degree still cost seconds, not hours, per trapezoid.
+DEGREE_CAP = 9
+
+
+def _cap_message(deg: int, cap: int) -> str:
+    return (
+        f"this network's cell walls reach degree {deg} (ReLU attention composes to degree 3^t), past the {cap} "
+        "that the certified curved engine holds; use --method line (exact along segments) or --method sample"
+    )
+
+
+def wall_degree_bound(program) -> int:
+    """An upper bound on the total degree of every wall the program can meet on a 2D slice, from the
+    weights' exact zeros: each state column carries the largest degree of its entries (1 for the input);
+    an affine map or a residual takes the largest degree it reads, a ReLU or maxout wall has the degree of
+    its input, an attention score of head h the degree of its query plus that of its key, and ReLU attention
+    writes score degree plus value degree (hardmax writes the value degree)."""
+
+    def reads(W, deg):  # (in, out) -> per out the largest input degree with a nonzero weight
+        W = np.asarray(W, float)
+        out = []
+        for o in range(W.shape[1]):
+            nz = np.flatnonzero(W[:, o])
+            out.append(max((deg[j] for j in nz), default=0))
+        return out
+
+    wall = 0
+
+    def run(ops, deg):
+        nonlocal wall
+        for op in ops:
+            if isinstance(op, Affine):
+                deg = reads(op.W.T, deg)
+            elif isinstance(op, ReLU):
+                wall = max(wall, max(deg, default=0))
+            elif isinstance(op, GroupMax):
+                k = op.k
+                deg = [max(deg[u * k : (u + 1) * k]) for u in range(len(deg) // k)]
+                wall = max(wall, max(deg, default=0))
+            elif isinstance(op, Attention):
+                new = [0] * len(deg)
+                for h in range(op.heads):
+                    q, kk = reads(op.Wq[h], deg), reads(op.Wk[h], deg)
+                    dq, dk = max(q, default=0), max(kk, default=0)
+                    score = dq + dk
+                    wall = max(wall, score)
+                    dv = max(reads(op.Wv[h], deg), default=0)
+                    w = score + dv if op.sigma == "relu" else dv
+                    Wo = np.asarray(op.Wo[h], float)
+                    for c in range(len(deg)):
+                        if np.any(Wo[:, c]):
+                            new[c] = max(new[c], w)
+                deg = new
+            elif isinstance(op, Residual):
+                body = run(op.body, deg)
+                deg = [max(a, b) for a, b in zip(deg, body)]
+        return deg
+
+    run(program.ops, [1] * program.input_dim)
+    return wall
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -299,12 +529,13 @@ class _ExactEngine:
     def __init__(self, program, max_traps):
         self.program = program
         self.T = program.tokens
-        self.sp = _Splitter()
+        self.sp = _Splitter(DEGREE_CAP)
         self.max_traps = max_traps
         self.code_at = 0
         self.cubic = False
         self.ties = 0
         self._mats: dict = {}
+        self._polys: dict = {}
 
     def mat(self, key, a):
         m = self._mats.get(key)
@@ -340,9 +571,9 @@ class _ExactEngine:
     def op(self, op, traps, affine):
         fl = _flint()
         T = self.T
+        if not affine:
+            return self._pop(op, traps), False
         if isinstance(op, Affine):
-            if not affine:
-                return traps, False
             Wt = self.mat((id(op), "Wt"), op.W.T)
             b = np.asarray(op.b, float)
             B = np.zeros((3 * T, op.W.shape[0]))
@@ -356,8 +587,6 @@ class _ExactEngine:
                 t.M = done[k][1]
             return traps, True
         if isinstance(op, Residual):
-            if not affine:
-                return self.run(op.body, traps, False)[0], False
             for t in traps:
                 t.base = (*t.base, t.M)
             traps, aff2 = self.run(op.body, traps, True)
@@ -365,11 +594,10 @@ class _ExactEngine:
             for t in traps:
                 base = t.base[-1]
                 t.base = t.base[:-1]
-                if aff2:
-                    pair = (id(base), id(t.M))
-                    if pair not in sums:
-                        sums[pair] = base + t.M
-                    t.M = sums[pair]
+                pair = (id(base), id(t.M))
+                if pair not in sums:
+                    sums[pair] = (base, t.M, base + t.M if aff2 else _pm_add(self.to_poly(base), t.M))
+                t.M = sums[pair][2]
             return traps, aff2
         if isinstance(op, ReLU):
             self._need(affine, "a ReLU")
@@ -405,7 +633,10 @@ class _ExactEngine:
             self._need(affine, "an attention op")
             if op.sigma == "hardmax":
                 return self._hardmax(op, traps), True
-            return self._relu_attention(op, traps), False
+            for t in traps:
+                t.M = self.to_poly(t.M)
+            self.cubic = True
+            return self._pop(op, traps), False
         raise TypeError(type(op).__name__)
 
     def _group_max(self, op: GroupMax, traps):
@@ -545,24 +776,250 @@ class _ExactEngine:
             t.M = out_cache[key]
         return traps
 
-    def _relu_attention(self, op: Attention, traps):
-        T, H = self.T, op.heads
-        off = self.code_at
-        self.code_at += H * T * T
-        cache: dict = {}
-        for h in range(H):
-            for i in range(T):
-                for j in range(i + 1 if op.causal else T):
+    # -- the polynomial phase: after a ReLU-attention op each trapezoid carries its state as exact
+    # bivariate polynomials (a tuple of T rows of fmpq_mpoly in the normalised slice coordinates x, y)
+
+    def qrows(self, key, a) -> list:
+        """A float matrix as nested lists of exact rationals (cached per op)."""
+        m = self._mats.get(key)
+        if m is None:
+            m = self._mats[key] = [[al.q_of(v) for v in row] for row in np.asarray(a, float)]
+        return m
+
+    def to_poly(self, M):
+        """The affine maps ``M`` (fmpq_mat ``(3T, w)``) as polynomials; polynomial states pass through."""
+        if isinstance(M, tuple):
+            return M
+        got = self._polys.get(id(M))
+        if got is None or got[0] is not M:
+            x, y = al.mctx().gens()
+            T = self.T
+            P = tuple(
+                tuple(M[0 * T + t, j] * x + M[1 * T + t, j] * y + M[2 * T + t, j] for j in range(M.ncols()))
+                for t in range(T)
+            )
+            got = self._polys[id(M)] = (M, P)
+        return got[1]
+
+    def _pop(self, op, traps):
+        T = self.T
+        ctx = al.mctx()
+        if isinstance(op, Affine):
+            W = self.qrows((id(op), "Wt"), op.W.T)
+            b = np.asarray(op.b, float)
+            bq = [[al.q_of(v) for v in (b if b.ndim == 1 else b[t])] for t in range(T)]
+            done: dict = {}
+            for t in traps:
+                k = id(t.M)
+                if k not in done:
+                    H = _pm_mul(t.M, W)
+                    done[k] = (t.M, tuple(tuple(h + c for h, c in zip(row, bq[i])) for i, row in enumerate(H)))
+                t.M = done[k][1]
+            return traps
+        if isinstance(op, Residual):
+            for t in traps:
+                t.base = (*t.base, t.M)
+            traps = self.run(op.body, traps, False)[0]
+            sums: dict = {}
+            for t in traps:
+                base = t.base[-1]
+                t.base = t.base[:-1]
+                pair = (id(base), id(t.M))
+                if pair not in sums:
+                    sums[pair] = (base, t.M, _pm_add(self.to_poly(base), t.M))
+                t.M = sums[pair][2]
+            return traps
+        if isinstance(op, ReLU):
+            w = len(traps[0].M[0])
+            off = self.code_at
+            self.code_at += T * w
+            for tok in range(T):
+                for j in range(w):
                     out = []
                     for t in traps:
-                        S = self._scores(op, t.M, h, cache)[i][j]
-                        for p, s in self.sp.split(t, S):
-                            p.code[off + (h * T + i) * T + j] = int(s > 0)
+                        for p, s in self.sp.split(t, t.M[tok][j]):
+                            p.code[off + tok * w + j] = int(s > 0)
                             out.append(p)
                     traps = out
                     self._cap(traps)
-        self.cubic = True
+            cache: dict = {}
+            zero = ctx.from_dict({})
+            for t in traps:
+                key = (id(t.M), tuple(t.code[off : off + T * w]))
+                if key not in cache:
+                    bits = t.code[off : off + T * w]
+                    cache[key] = (
+                        t.M,
+                        tuple(
+                            tuple(h if bits[i * w + j] else zero for j, h in enumerate(row))
+                            for i, row in enumerate(t.M)
+                        ),
+                    )
+                t.M = cache[key][1]
+            return traps
+        if isinstance(op, GroupMax):
+            k = op.k
+            w = len(traps[0].M[0])
+            n = w // k
+            off = self.code_at
+            self.code_at += T * n
+            for tok in range(T):
+                for u in range(n):
+                    champs = []
+                    for t in traps:
+                        x, y = t.witness()
+                        vals = [t.M[tok][u * k + r](x, y) for r in range(k)]
+                        champs.append(max(range(k), key=lambda r: (vals[r], -r)))
+                    for r in range(k):
+                        nt, nc = [], []
+                        for t, c in zip(traps, champs):
+                            diff = t.M[tok][u * k + c] - t.M[tok][u * k + r]
+                            if c == r or diff.is_zero():
+                                nt.append(t)
+                                nc.append(min(r, c))
+                                continue
+                            for p, s in self.sp.split(t, diff):
+                                nt.append(p)
+                                nc.append(r if s < 0 else c)
+                        traps, champs = nt, nc
+                        self._cap(traps)
+                    for t, c in zip(traps, champs):
+                        t.code[off + tok * n + u] = c
+            gm: dict = {}
+            for t in traps:
+                ch = tuple(t.code[off : off + T * n])
+                key = (id(t.M), ch)
+                if key not in gm:
+                    gm[key] = (t.M, tuple(tuple(t.M[i][u * k + ch[i * n + u]] for u in range(n)) for i in range(T)))
+                t.M = gm[key][1]
+            return traps
+        if isinstance(op, Attention):
+            return self._poly_attention(op, traps)
+        raise TypeError(type(op).__name__)
+
+    def _pscores(self, op: Attention, H, h: int, cache: dict):
+        """Score polynomials ``S[i][j]`` and value rows ``(H Wv Wo)[j]`` of head ``h`` on the state ``H``."""
+        key = (id(H), h)
+        got = cache.get(key)
+        if got is None:
+            Q = _pm_mul(H, self.qrows((id(op), "q", h), op.Wq[h]))
+            K = _pm_mul(H, self.qrows((id(op), "k", h), op.Wk[h]))
+            VO = _pm_mul(_pm_mul(H, self.qrows((id(op), "v", h), op.Wv[h])), self.qrows((id(op), "o", h), op.Wo[h]))
+            zero = al.mctx().from_dict({})
+            S = [[sum((a * b for a, b in zip(Q[i], K[j])), zero) for j in range(self.T)] for i in range(self.T)]
+            got = cache[key] = (H, S, VO)
+        return got[1], got[2]
+
+    def _poly_attention(self, op: Attention, traps):
+        T, H = self.T, op.heads
+        off = self.code_at
+        cache: dict = {}
+        zero = al.mctx().from_dict({})
+        if op.sigma == "relu":
+            self.code_at += H * T * T
+            for h in range(H):
+                for i in range(T):
+                    for j in range(i + 1 if op.causal else T):
+                        out = []
+                        for t in traps:
+                            S = self._pscores(op, t.M, h, cache)[0][i][j]
+                            for p, s in self.sp.split(t, S):
+                                p.code[off + (h * T + i) * T + j] = int(s > 0)
+                                out.append(p)
+                        traps = out
+                        self._cap(traps)
+            scale = _flint().fmpq(1, T) if op.scale_by_T else _flint().fmpq(1)
+            res: dict = {}
+            for t in traps:
+                code = tuple(t.code[off : off + H * T * T])
+                key = (id(t.M), code)
+                if key not in res:
+                    d = len(t.M[0])
+                    rows = [[zero] * d for _ in range(T)]
+                    for h in range(H):
+                        S, VO = self._pscores(op, t.M, h, cache)
+                        for i in range(T):
+                            for j in range(i + 1 if op.causal else T):
+                                if code[(h * T + i) * T + j]:
+                                    wgt = S[i][j] * scale
+                                    rows[i] = [r + wgt * v for r, v in zip(rows[i], VO[j])]
+                    res[key] = (t.M, tuple(tuple(r) for r in rows))
+                t.M = res[key][1]
+            return traps
+        # hardmax on polynomial states: the tournament of the affine phase, on score polynomials
+        self.code_at += H * T
+        for h in range(H):
+            for i in range(T):
+                keys = list(range(i + 1)) if op.causal else list(range(T))
+                state = []
+                for t in traps:
+                    S = self._pscores(op, t.M, h, cache)[0][i]
+                    x, y = t.witness()
+                    vals = [S[j](x, y) for j in keys]
+                    c = max(range(len(keys)), key=lambda r: (vals[r], -r))
+                    state.append((c, frozenset([c])))
+                for j in range(len(keys)):
+                    nt, ns = [], []
+                    for t, (c, tie) in zip(traps, state):
+                        if c == j:
+                            nt.append(t)
+                            ns.append((c, tie))
+                            continue
+                        S = self._pscores(op, t.M, h, cache)[0][i]
+                        diff = S[c] - S[j]
+                        if diff.is_zero():
+                            nt.append(t)
+                            ns.append((c, tie | {j}))
+                            continue
+                        for p, s in self.sp.split(t, diff):
+                            nt.append(p)
+                            ns.append((j, frozenset([j])) if s < 0 else (c, tie))
+                    traps, state = nt, ns
+                    self._cap(traps)
+                for t, (_c, tie) in zip(traps, state):
+                    t.code[off + h * T + i] = min(tie)
+                    if len(tie) > 1:
+                        t.tied = True
+        res = {}
+        for t in traps:
+            code = tuple(t.code[off : off + H * T])
+            key = (id(t.M), code)
+            if key not in res:
+                d = len(t.M[0])
+                rows = [[zero] * d for _ in range(T)]
+                for h in range(H):
+                    S, VO = self._pscores(op, t.M, h, cache)
+                    for i in range(T):
+                        keys = list(range(i + 1)) if op.causal else list(range(T))
+                        c = code[h * T + i]
+                        tied = [j for j in keys if S[i][j] == S[i][c]]
+                        for j in tied:
+                            rows[i] = [r + v * _flint().fmpq(1, len(tied)) for r, v in zip(rows[i], VO[j])]
+                res[key] = (t.M, tuple(tuple(r) for r in rows))
+            t.M = res[key][1]
         return traps
+
+
+def _pm_mul(H, W: list) -> tuple:
+    """A polynomial state ``H`` (T rows of w polynomials) times a rational matrix ``W`` (w rows)."""
+    zero = al.mctx().from_dict({})
+    cols = len(W[0]) if W else 0
+    out = []
+    for row in H:
+        r = []
+        for o in range(cols):
+            acc = zero
+            for h, wr in zip(row, W):
+                c = wr[o]
+                if c != 0 and not h.is_zero():
+                    acc = acc + h * c
+            r.append(acc)
+        out.append(tuple(r))
+    return tuple(out)
+
+
+def _pm_add(A, B) -> tuple:
+    return tuple(tuple(a + b for a, b in zip(ra, rb)) for ra, rb in zip(A, B))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -607,8 +1064,10 @@ def _xball(x: al.AlgReal, prec: int):
 
 def _ycmp(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
     """The exact order of branch values ``A1(x)`` and ``A2(x)`` at an end ``x`` of both arcs' slabs."""
-    if A1.Q == A2.Q and A1.k == A2.k:
+    if A1.Q == A2.Q and A1.k == A2.k and (not A1.g or _side(A1, x) == _side(A2, x)):
         return 0
+    if A1.g or A2.g:
+        return _gcmp(A1, A2, x)
     # the filter: Arb balls of the two branch values (each holds its branch's value, a double root too)
     xb = _xball(x, 60)
     b1 = _ball_values(A1.Q, xb, False)[A1.k if A1.dq == 2 else 0]
@@ -651,6 +1110,107 @@ def _ycmp(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
     finally:
         fl.ctx.prec = old
     raise AssertionError("branch values did not separate")  # pragma: no cover
+
+
+def _side(arc: Arc, x: al.AlgReal) -> int:
+    """-1 where the arc's limit at ``x`` is taken from the left (``x`` is not the left end of its slab)."""
+    return 1 if al.cmp(x, arc.x0) == 0 else -1
+
+
+_LIMITS: dict = {}
+
+
+def _limit(arc: Arc, x: al.AlgReal):
+    """``(fibre over x, root index)`` of the arc's limit at ``x`` (an end of, or a point in, its slab's closure):
+    the limit depends only on the branch next to ``x`` on that side, so it is cached by curve, branch, ``x`` and
+    side."""
+    C = _as_curve(arc.Q)
+    k = arc.k if arc.g or arc.dq == 2 else 0
+    side = _side(arc, x)
+    key = (C.key, k, x.key, side)
+    got = _LIMITS.get(key)
+    if got is None:
+        if len(_LIMITS) > 65536:
+            _LIMITS.clear()
+        inner = arc.x1 if side > 0 else arc.x0
+        got = _LIMITS[key] = al.branch_limit(C, k, x, side, inner)
+    return got
+
+
+_GCMP: dict = {}
+
+
+def _gcmp(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
+    """The exact order of the limits at ``x`` of two arcs, one of them of degree >= 3 (fibres over ``x``)."""
+    key = (_akey(A1, x), _akey(A2, x), x.key)
+    got = _GCMP.get(key)
+    if got is None:
+        if len(_GCMP) > 1 << 18:
+            _GCMP.clear()
+        got = _GCMP[key] = _gcmp_exact(A1, A2, x)
+    return got
+
+
+_BOXES: dict = {}
+
+
+def _lbox(arc: Arc, x: al.AlgReal) -> al.LimitBox:
+    C = _as_curve(arc.Q)
+    k = arc.k if arc.g or arc.dq == 2 else 0
+    side = _side(arc, x)
+    key = (C.key, k, x.key, side)
+    b = _BOXES.get(key)
+    if b is None:
+        if len(_BOXES) > 65536:
+            _BOXES.clear()
+        b = _BOXES[key] = al.LimitBox(C, k, x, side, arc.x1 if side > 0 else arc.x0)
+    return b
+
+
+def _gcmp_exact(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
+    # the filter: rational boxes of the two limits (no arithmetic over Q(x)); disjoint boxes decide
+    B1, B2 = _lbox(A1, x), _lbox(A2, x)
+    for _ in range(8):
+        if B1.lo is not None and B2.lo is not None:
+            if B1.hi < B2.lo:
+                return -1
+            if B2.hi < B1.lo:
+                return 1
+        wider = B1 if (B1.lo is None or (B2.lo is not None and B1.hi - B1.lo >= B2.hi - B2.lo)) else B2
+        if not wider.shrink(6):
+            break
+    C1, C2 = _as_curve(A1.Q), _as_curve(A2.Q)
+    for _ in range(6):
+        if B1.lo is None or B2.lo is None:
+            break
+        if B1.hi < B2.lo:
+            return -1
+        if B2.hi < B1.lo:
+            return 1
+        eq = al.limits_equal(C1, B1, C2, B2)
+        if eq:
+            return 0
+        if eq is False:
+            # distinct limits: their boxes separate as they shrink
+            while not (B1.hi < B2.lo or B2.hi < B1.lo):
+                (B1 if B1.hi - B1.lo >= B2.hi - B2.lo else B2).shrink()
+            return -1 if B1.hi < B2.lo else 1
+        B1.shrink(6)
+        B2.shrink(6)
+    # the fallback: fibres over x (Sturm sequences and gcds over Q(x))
+    F1, i = _limit(A1, x)
+    F2, j = _limit(A2, x)
+    if F1 is F2:
+        return (i > j) - (i < j)
+    return al.fibre_cmp(F1, i, F2, j)
+
+
+def _akey(arc: Arc, x: al.AlgReal) -> tuple:
+    """The arcs at ``x`` that are one branch with one value there: a conic branch is one formula across ``x``; a
+    branch of a curve of degree >= 3 is named by its side too (its index may change across ``x``)."""
+    if arc.g:
+        return (arc.Q.key, arc.k, _side(arc, x))
+    return (_qkey(arc.Q), arc.k)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -703,7 +1263,35 @@ def _float_conic(Q) -> np.ndarray:
     return q
 
 
+def _float_arc(arc: Arc, t: Trap) -> np.ndarray:
+    """The conic columns of the float trapezoids: the conic itself, or for a branch of higher degree the
+    horizontal line through its value at the trapezoid's sample (drawing only; areas use the branch)."""
+    if not arc.g:
+        return _float_conic(arc.Q)
+    return np.array([0.0, 0.0, 0.0, 0.0, 1.0, -float(arc.at(t.s))])
+
+
+def _float_generic(arcs: list[Arc], traps: list[Trap]) -> np.ndarray:
+    out = np.full(len(arcs), None, object)
+    seen: dict = {}
+    for n, (arc, t) in enumerate(zip(arcs, traps)):
+        if not arc.g:
+            continue
+        if arc.id not in seen:
+            C = arc.Q
+            d = C.P.to_dict()
+            m = max(abs(c) for c in d.values())
+            coef = np.zeros((max(i for i, _ in d) + 1, C.dy + 1))
+            for (i, j), c in d.items():
+                coef[i, j] = al.q_float(c / m)
+            seen[arc.id] = (coef, arc.k, len(C.y_roots_at(t.s)))
+        out[n] = seen[arc.id]
+    return out
+
+
 def _float_branch(arc: Arc, s) -> int:
+    if arc.g:
+        return 1
     if arc.dq == 2:
         return arc.k
     # a curve linear in y: its finite root is the upper one where dQ/dy > 0 (see _conic.normalise)
@@ -744,6 +1332,9 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
     bottom = Arc((z, z, z, z, one, one), 0, 0)
     top = Arc((z, z, z, z, one, -one), 0, 1)
     t0 = Trap(al.rational(-1), al.rational(1), bottom, top, z, M, [0] * code_length(program))
+    bound = wall_degree_bound(program)
+    if bound > DEGREE_CAP:
+        raise CurvedBoundaryError(_cap_message(bound, DEGREE_CAP))
     eng = _ExactEngine(program, max_traps)
     readout = program.ops[-1]
     ot = program.out_token
@@ -789,18 +1380,31 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
             key, vals = cache[k]
             out_keys.append(key)
             maps[n] = [[al.q_float(v) for v in row] for row in vals]
+    gen = any(t.L.g or t.U.g for t in traps)
     ft = Traps(
         np.array([float(t.a) for t in traps]),
         np.array([float(t.b) for t in traps]),
-        np.array([_float_conic(t.L.Q) for t in traps]).reshape(N, 6),
+        np.array([_float_arc(t.L, t) for t in traps]).reshape(N, 6),
         np.array([_float_branch(t.L, t.s) for t in traps], np.int8),
         np.array([t.L.id for t in traps], np.int64),
-        np.array([_float_conic(t.U.Q) for t in traps]).reshape(N, 6),
+        np.array([_float_arc(t.U, t) for t in traps]).reshape(N, 6),
         np.array([_float_branch(t.U, t.s) for t in traps], np.int8),
         np.array([t.U.id for t in traps], np.int64),
         np.full(N, -1.0),
         np.full(N, 1.0),
+        _float_generic([t.L for t in traps], traps) if gen else None,
+        _float_generic([t.U for t in traps], traps) if gen else None,
     )
+    poly_keys = None
+    if not affine:
+        # the spline pieces' output polynomials (the readout of the output token), exact and hashable
+        ot = program.out_token
+        pk: dict = {}
+        poly_keys = []
+        for t in traps:
+            if id(t.M) not in pk:
+                pk[id(t.M)] = tuple(al.mpoly_key(P) for P in t.M[ot])
+            poly_keys.append(pk[id(t.M)])
     prefix_maps: dict = {}
     prefix_keys: dict = {}
     for k, ok in snap_ok.items():
@@ -828,6 +1432,7 @@ def partition_curved_exact(net, domain, *, max_traps: int | None = None, snapsho
         half=h,
         ties=sum(t.tied for t in traps),
         kind="spline" if eng.cubic else "linear",
+        poly_keys=poly_keys,
         adjacency=(E, n_walls),
         certified=True,
         map_keys=out_keys,
@@ -863,7 +1468,7 @@ def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
         arcs: dict = {}
         for n in members:
             for arc in (traps[n].L, traps[n].U):
-                arcs.setdefault((_qkey(arc.Q), arc.k), arc)
+                arcs.setdefault(_akey(arc, x), arc)
         order = sorted(arcs, key=functools.cmp_to_key(functools.partial(_arc_cmp, arcs, x)))
         level: dict = {}
         lev = -1
@@ -875,7 +1480,7 @@ def euler_counts(traps: list[Trap]) -> tuple[int, int, int]:
         covered: set = set()
         for n in members:
             t = traps[n]
-            lo, hi = level[(_qkey(t.L.Q), t.L.k)], level[(_qkey(t.U.Q), t.U.k)]
+            lo, hi = level[_akey(t.L, x)], level[_akey(t.U, x)]
             covered.update(range(lo, hi))
         E += len(covered)
     along: dict = {}

@@ -187,35 +187,50 @@ def exact_scores(M: ExactMap, Wq, Wk):
     return F, Q2, Q.s * K.s
 
 
+def _stacked(W: np.ndarray) -> np.ndarray:
+    """Per-head weights ``W (heads, a, b)`` side by side: ``(a, heads b)``, head ``h`` in columns ``h b ..``."""
+    H, a, b = W.shape
+    return np.ascontiguousarray(np.transpose(W, (1, 0, 2)).reshape(a, H * b))
+
+
 def _exact_attention(M: ExactMap, op: Attention, digits) -> ExactMap:
     """Hardmax attention under the winners ``digits`` (head-major): exact ties (equal score polynomials in every
-    coefficient, in any dimension) are averaged, as the forward pass does."""
+    coefficient, in any dimension) are averaged, as the forward pass does. Every head's queries, keys and values
+    come from one product each (the heads' weights side by side), and the output from one product of each
+    query's selected value rows with the stacked ``Wo``: the same rationals as head by head, in four products."""
     c, T, d = M.N.shape
+    H = op.heads
+    if H == 0:
+        return ExactMap(np.zeros(M.N.shape, dtype=object) * 0, M.s)
     allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
-    total = None
-    for h in range(op.heads):
-        Q = exact_affine(M, np.asarray(op.Wq[h]).T, np.zeros(op.Wq.shape[2]))
-        K = exact_affine(M, np.asarray(op.Wk[h]).T, np.zeros(op.Wk.shape[2]))
-        S = np.einsum("aie,bje->ijab", Q.N, K.N)  # (T, T, c, c): S_ij = [u,1] S[i,j] [u,1]^T
+    dk, dv = op.Wq.shape[2], op.Wv.shape[2]
+    Q = exact_affine(M, _stacked(op.Wq).T, np.zeros(H * dk))  # (c, T, H dk)
+    K = exact_affine(M, _stacked(op.Wk).T, np.zeros(H * dk))
+    Vh = exact_affine(M, _stacked(op.Wv).T, np.zeros(H * dv))  # (c, T, H dv)
+    QN = Q.N.reshape(c, T, H, dk)
+    KN = K.N.reshape(c, T, H, dk)
+    VN = Vh.N.reshape(c, T, H, dv)
+    tied_sets = []
+    L = 1
+    for h in range(H):
+        S = np.einsum("aie,bje->ijab", QN[:, :, h], KN[:, :, h])  # (T, T, c, c): S_ij = [u,1] S[i,j] [u,1]^T
         S = S + np.swapaxes(S, -1, -2)  # the symmetric form: equal polynomials <=> equal matrices
-        Vh = exact_affine(
-            exact_affine(M, np.asarray(op.Wv[h]).T, np.zeros(op.Wv.shape[2])), np.asarray(op.Wo[h]).T, np.zeros(d)
-        )
-        rows, dens = [], []
         for i in range(T):
             w = int(digits[h * T + i])
             tied = [j for j in range(T) if allowed[i, j] and np.array_equal(S[i, j], S[i, w])]
-            rows.append(sum(Vh.N[:, j, :] for j in tied))
-            dens.append(len(tied))
-        L = 1
-        for n in dens:
-            L = math.lcm(L, n)
-        N = np.stack([rows[i] * (L // dens[i]) for i in range(T)], axis=1)
-        head = ExactMap(N, Vh.s * Fraction(1, L))
-        total = head if total is None else total + head
-    if total is None:
-        return ExactMap(np.zeros(M.N.shape, dtype=object) * 0, M.s)
-    return total
+            tied_sets.append(tied)
+            L = math.lcm(L, len(tied))
+    # row i of head h: the sum of its tied value rows times L / (number tied), all in units of Vh.s / L
+    R = np.empty((c, T, H, dv), dtype=object)
+    for h in range(H):
+        for i in range(T):
+            tied = tied_sets[h * T + i]
+            acc = VN[:, tied[0], h, :]
+            for j in tied[1:]:
+                acc = acc + VN[:, j, h, :]
+            R[:, i, h, :] = acc * (L // len(tied)) if len(tied) > 1 or L > 1 else acc
+    rows = ExactMap(R.reshape(c, T, H * dv), Vh.s * Fraction(1, L))
+    return exact_affine(rows, _stacked(np.transpose(op.Wo, (0, 2, 1))), np.zeros(d))
 
 
 #: The exact kernels: ``kernel(op, M, code, rows) -> ExactMap`` (see the module docstring).
@@ -429,6 +444,87 @@ def _float_groupmax(op: GroupMax, A, E, code, rows):
         piece = np.broadcast_to(np.arange(k), (R, T, n, k))
         rows.append((diff, _grow(ed.reshape(R, -1), 2), (piece < win[..., None]).reshape(R, -1)))
     return W[..., 0], EW[..., 0]
+
+
+def _float_linear(A, E, W):
+    """``A @ W`` on the last axis of float maps ``A (R, c, T, d)`` (``W (d, m)``, no bias) and a bound ``(R, T, m)``
+    on every coefficient's error (inputs off by ``E (R, T, d)``; Higham 2002, Thm 3.1, over the nonzero terms)."""
+    aW = np.abs(W)
+    n = int(np.count_nonzero(W, axis=0).max(initial=0)) + 1
+    out = A @ W
+    aA = np.abs(A).max(axis=1)
+    mag = aA @ aW
+    err = _grow(E @ aW + gamma(n) * mag + underflow_slack(n), 2 * n + 4)
+    # an output none of whose products can be nonzero (every input it reads is an exact zero) is exactly zero
+    live = ((aA > 0) | (E > 0)).astype(np.float64) @ (W != 0).astype(np.float64)
+    err[live == 0] = 0.0
+    return out, err
+
+
+@FLOAT.register("attention/hardmax")
+def _float_hardmax(op: Attention, A, E, code, rows):
+    """Hardmax attention under the winners ``code (R, heads T)`` (head-major), as :func:`_exact_attention`: each
+    query averages the keys whose score polynomial equals its winner's exactly. A key is out where some
+    coefficient of the two scores' symmetric forms differs by more than their bounds, in where the forms are
+    bitwise equal with zero bounds; a region where some key is neither (a tie the floats cannot settle) gets
+    an infinite bound, so every question about it goes to the exact interpreter."""
+    if rows is not None:
+        raise NotImplementedError("hardmax attention's constraints are quadratic: no affine constraint rows")
+    R, c, T, d = A.shape
+    digits = np.asarray(code, dtype=np.int64).reshape(R, op.heads, T)
+    allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
+    out = np.zeros((R, c, T, d))
+    Eo = np.zeros((R, T, d))
+    unsure = np.zeros(R, bool)
+    rr = np.arange(R)
+    for h in range(op.heads):
+        Q, EQ = _float_linear(A, E, op.Wq[h])  # (R, c, T, dk)
+        K, EK = _float_linear(A, E, op.Wk[h])
+        Vv, EV = _float_linear(A, E, op.Wv[h])
+        VO, EVO = _float_linear(Vv, EV, op.Wo[h])  # (R, c, T, d)
+        dk = Q.shape[-1]
+        # symmetric forms of S_ij = (Q_i . u)(K_j . u): P[a, b] + P[b, a], P[a, b] = sum_e Q[a, i, e] K[b, j, e]
+        P = np.einsum("raie,rbje->rijab", Q, K)  # (R, T, T, c, c)
+        S = P + np.swapaxes(P, -1, -2)
+        aQ, aK = np.abs(Q).max(axis=1), np.abs(K).max(axis=1)  # (R, T, dk)
+        # per entry of S: two sums of dk products, each off by the inputs' errors and by rounding
+        eS = 2 * (np.einsum("rie,rje->rij", EQ, aK + EK) + np.einsum("rie,rje->rij", aQ, EK)) + gamma(
+            2 * dk + 1
+        ) * 2 * np.einsum("rie,rje->rij", aQ, aK)
+        eS = _grow(eS + underflow_slack(2 * dk + 1), 4 * dk + 8)  # (R, T, T)
+        # where no product has two factors that can be nonzero (a zero query or key), S is exactly zero
+        nzQ = ((aQ > 0) | (EQ > 0)).astype(np.float64)
+        nzK = ((aK > 0) | (EK > 0)).astype(np.float64)
+        eS[np.einsum("rie,rje->rij", nzQ, nzK) == 0] = 0.0
+        w = digits[:, h]  # (R, T)
+        Sw = np.take_along_axis(S, w[:, :, None, None, None], axis=2)  # (R, T, 1, c, c)
+        ew = np.take_along_axis(eS, w[:, :, None], axis=2)  # (R, T, 1)
+        diff = np.abs(S - Sw)
+        bound = (eS + ew) * (1 + 4 * EPS)
+        differ = np.any(diff * (1 - 2 * EPS) > bound[..., None, None], axis=(-1, -2))
+        equal = np.all(diff == 0, axis=(-1, -2)) & (eS == 0) & (ew == 0)
+        tied = allowed[None] & (equal | (np.arange(T)[None, None, :] == w[:, :, None]))
+        unsure |= np.any(allowed[None] & ~differ & ~tied, axis=(1, 2))
+        n = tied.sum(axis=2)  # (R, T), at least 1 (the winner)
+        if np.all(n == 1):
+            head = VO[rr[:, None], :, w].transpose(0, 2, 1, 3)  # (R, c, T, d): the winner's value row
+            eh = np.take_along_axis(EVO, w[:, :, None], axis=1)
+        else:
+            wts = tied / n[:, :, None]
+            head = np.einsum("rij,rcjd->rcid", tied.astype(np.float64), VO) / n[:, None, :, None]
+            k = int(n.max())
+            mag = np.einsum("rij,rjd->rid", tied.astype(np.float64), np.abs(VO).max(axis=1)) / n[:, :, None]
+            eh = _grow(np.einsum("rij,rjd->rid", wts, EVO) + gamma(k + 1) * mag, k + 4)
+        if h == 0:
+            out, Eo = head, eh
+        else:
+            S2 = out + head
+            Eo = _grow(Eo + eh + EPS * np.abs(S2).max(axis=1), 3)
+            out = S2
+    if op.heads == 0:
+        return np.zeros_like(A), np.zeros_like(E)
+    Eo = np.where(unsure[:, None, None], np.inf, Eo)
+    return out, Eo
 
 
 def float_maps(program: Program, codes, x0, V, constraints: bool = False):

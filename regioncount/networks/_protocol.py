@@ -125,10 +125,6 @@ SUPPORT: dict[str, dict[str, Refusal | None]] = {
     # the float interpreter with rigorous bounds (same module): the filter in front of the exact one
     "float": _row(
         {
-            "attention/hardmax": Refusal(
-                InexactError,
-                "the float interpreter has no bounds for hardmax attention (its ties are decided exactly)",
-            ),
             "attention/relu": Refusal(
                 CurvedBoundaryError, "ReLU attention is not piecewise linear: its pieces carry no affine maps"
             ),

@@ -37,3 +37,40 @@ def branch_y(Q: np.ndarray, k: np.ndarray, x, clamp: bool = True) -> np.ndarray:
     """``y`` of branch ``k`` (0 lower, 1 upper root) of normalised conics ``Q (..., 6)`` at ``x``."""
     lo, hi = y_roots(Q, x, clamp)
     return np.where(k == 0, lo, hi)
+
+
+def poly_branch_y(g, x) -> np.ndarray:
+    """``y`` of a branch ``g = (coef, k, nreal)`` of a curve of any degree at the points ``x`` (any shape):
+    ``coef[i, j]`` the coefficient of ``x^i y^j``; the branch is the ``k``-th of the ``nreal`` real roots in
+    ``y`` (the roots of ``numpy.roots`` nearest the real line). Float64, for areas and drawing only."""
+    coef, k, nreal = g
+    x = np.asarray(x, float)
+    out = np.empty(x.shape)
+    cy = np.stack([np.polynomial.polynomial.polyval(x, coef[:, j]) for j in range(coef.shape[1])], -1)
+    flat = cy.reshape(-1, coef.shape[1])
+    res = out.reshape(-1)
+    for n, c in enumerate(flat):
+        nz = np.flatnonzero(c)
+        if nz.size == 0 or nz[-1] == 0:
+            res[n] = np.nan
+            continue
+        r = np.roots(c[: nz[-1] + 1][::-1])
+        r = r[np.argsort(np.abs(r.imag), kind="stable")][: max(nreal, 1)]
+        r = np.sort(r.real)
+        res[n] = r[min(k, r.size - 1)]
+    return out
+
+
+def arc_y(Q: np.ndarray, k: np.ndarray, G, x) -> np.ndarray:
+    """:func:`branch_y` of conics ``Q (N, 6)`` and branches ``k (N,)``, with the entries where ``G (N,)`` (an
+    object array or None) holds a branch of a curve of higher degree evaluated by :func:`poly_branch_y`. ``x``
+    is ``(N,)`` or ``(N, m)`` (or a scalar)."""
+    Qb = Q if np.ndim(x) < 2 else Q[:, None]
+    kb = k if np.ndim(x) < 2 else k[:, None]
+    y = branch_y(Qb, kb, x)
+    if G is None:
+        return y
+    for n in np.flatnonzero(np.array([g is not None for g in G], bool)):
+        xn = x if np.ndim(x) == 0 else np.asarray(x)[n]
+        y[n] = poly_branch_y(G[n], xn)
+    return y

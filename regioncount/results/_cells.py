@@ -40,15 +40,21 @@ def _gl(n: int):
     return (x + 1) * np.pi / 2, w * np.pi / 2  # nodes and weights on [0, pi]
 
 
+def _g(traps, side: str, idx=None):
+    """The trapezoids' higher-degree branches on one side (``"L"`` or ``"U"``), or None."""
+    G = getattr(traps, side + "g", None)
+    return G if G is None or idx is None else G[idx]
+
+
 def _height(traps, x):
-    return cn.branch_y(traps.Uc, traps.Uk, x) - cn.branch_y(traps.Lc, traps.Lk, x)
+    return cn.arc_y(traps.Uc, traps.Uk, _g(traps, "U"), x) - cn.arc_y(traps.Lc, traps.Lk, _g(traps, "L"), x)
 
 
 def _quad(traps, idx, a, b, n):
     th, w = _gl(n)
     x = (a + b)[:, None] / 2 - (b - a)[:, None] / 2 * np.cos(th)[None, :]
     sub = traps.take(idx)
-    hgt = cn.branch_y(sub.Uc[:, None], sub.Uk[:, None], x) - cn.branch_y(sub.Lc[:, None], sub.Lk[:, None], x)
+    hgt = cn.arc_y(sub.Uc, sub.Uk, _g(sub, "U"), x) - cn.arc_y(sub.Lc, sub.Lk, _g(sub, "L"), x)
     return ((b - a) / 2) * np.sum(np.maximum(hgt, 0.0) * np.sin(th) * w, axis=1)
 
 
@@ -120,6 +126,8 @@ class Cells:
     ``rational_witness`` per trapezoid an exact interior point ``(Fraction, Fraction)`` in domain units;
     ``exact_traps`` the certified engine's own trapezoids (algebraic ends, exact arcs), for its certificate;
     ``prefix_keys[k]`` beside ``prefix_maps[k]``: the truncations' exact output maps, hashable.
+    ``poly_keys`` (certified spline pieces, ReLU attention): per trapezoid its exact output polynomials,
+    hashable, so that :meth:`polynomial_pieces` merges neighbours with one polynomial.
     """
 
     def __init__(
@@ -143,6 +151,7 @@ class Cells:
         exact_traps=None,
         prefix_keys=None,
         code_map=None,
+        poly_keys=None,
     ):
         self.domain = domain
         self.traps = traps
@@ -162,6 +171,7 @@ class Cells:
         #: the lowered program's :class:`~regioncount.networks.CodeMap` (None: its code is the ops' own)
         self.code_map = code_map
         self.prefix_keys = dict(prefix_keys or {})
+        self.poly_keys = poly_keys
         if adjacency is not None:
             E, self._n_walls = adjacency
             self.__dict__["trap_adjacency"] = np.asarray(E, np.int64).reshape(-1, 2)
@@ -305,6 +315,21 @@ class Cells:
         lab = _components(self.n_cells, E[same])
         return np.unique(lab, return_inverse=True)[1].reshape(-1)
 
+    def polynomial_piece_labels(self) -> np.ndarray | None:
+        """Maximal pieces of one polynomial (certified spline pieces only, else None): adjacent cells whose exact
+        output polynomials are equal are merged. The spline analogue of linear regions, never called so."""
+        if self.poly_keys is None:
+            return None
+        E = self.adjacency
+        keys = [self.poly_keys[r] for r in self._cell_rep]
+        same = np.array([keys[a] == keys[b] for a, b in E], bool).reshape(-1)
+        lab = _components(self.n_cells, E[same] if E.size else E)
+        return np.unique(lab, return_inverse=True)[1].reshape(-1)
+
+    def polynomial_pieces(self) -> int | None:
+        lab = self.polynomial_piece_labels()
+        return None if lab is None else int(lab.max(initial=-1) + 1)
+
     def linear_regions(self, rtol: float = 1e-9) -> int | None:
         lab = self.linear_region_labels(rtol)
         return None if lab is None else int(lab.max(initial=-1) + 1)
@@ -369,8 +394,8 @@ class Cells:
             cand = np.flatnonzero((t.xa <= x) & ((x < t.xb) | ((t.xb == x) & (x >= 1.0))))
             if cand.size == 0:
                 continue
-            lo = cn.branch_y(t.Lc[cand], t.Lk[cand], x)
-            hi = cn.branch_y(t.Uc[cand], t.Uk[cand], x)
+            lo = cn.arc_y(t.Lc[cand], t.Lk[cand], _g(t, "L", cand), x)
+            hi = cn.arc_y(t.Uc[cand], t.Uk[cand], _g(t, "U", cand), x)
             o = np.argsort(lo)
             pts = order[bounds[k] : bounds[k + 1]]
             y = P[pts, 1]
@@ -401,14 +426,18 @@ class Cells:
         b = np.minimum(t.xb[ia], t.xb[ja])
         th = np.linspace(0, np.pi, n)
         X = (a + b)[:, None] / 2 - (b - a)[:, None] / 2 * np.cos(th)
-        Y = cn.branch_y(t.Uc[ia][:, None], t.Uk[ia][:, None], X)
+        Y = cn.arc_y(t.Uc[ia], t.Uk[ia], _g(t, "U", ia), X)
         for x, y in zip(X, Y):
             out.append(self.centre + self.half * np.stack([x, y], 1))
         # walls
         iw, jw = i[~arc], j[~arc]
         x = t.xb[iw]
-        lo = np.maximum(cn.branch_y(t.Lc[iw], t.Lk[iw], x), cn.branch_y(t.Lc[jw], t.Lk[jw], x))
-        hi = np.minimum(cn.branch_y(t.Uc[iw], t.Uk[iw], x), cn.branch_y(t.Uc[jw], t.Uk[jw], x))
+        lo = np.maximum(
+            cn.arc_y(t.Lc[iw], t.Lk[iw], _g(t, "L", iw), x), cn.arc_y(t.Lc[jw], t.Lk[jw], _g(t, "L", jw), x)
+        )
+        hi = np.minimum(
+            cn.arc_y(t.Uc[iw], t.Uk[iw], _g(t, "U", iw), x), cn.arc_y(t.Uc[jw], t.Uk[jw], _g(t, "U", jw), x)
+        )
         for xx, l, h in zip(x, lo, hi):
             out.append(self.centre + self.half * np.array([[xx, l], [xx, h]]))
         return out
@@ -422,10 +451,13 @@ class Cells:
             "trapezoids": self.n_traps,
             "exact": bool(self.exact),
             "largest_degree": self.degree,
+            "polynomial_pieces": self.polynomial_pieces(),
             "order_violations": self.order_violations,
             "area_error": self.area_error,
             "ties": self.ties,
-            "cells": "connected cells bounded by segments and conic arcs",
+            "cells": "connected cells bounded by segments and conic arcs"
+            if not self.degree or self.degree <= 2
+            else "connected spline pieces bounded by arcs of algebraic curves",
             "predicates": "exact (algebraic)" if self.certified else "float64 with thresholds",
         }
 

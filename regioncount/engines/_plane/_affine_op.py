@@ -1,10 +1,62 @@
-"""The plane engine's Affine kernel: every region's map is mapped (:func:`~._maps._affine`); no region is split."""
+"""The plane engine's Affine kernel: every region's map is mapped (:func:`~._maps._affine`); no region is split.
+
+Before an op reads the maps, :func:`tightened` replaces the column bounds that the ops before it propagated
+(sums of magnitudes: a residual that clears a slot, ``x + (relu(C - x) - C)``, doubles its bound although the
+values cancel) by the magnitudes of the float coefficients themselves, where those are smaller."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
+from ..._predicates import EPS, ZERO_G
 from ...networks._ops import Affine
 from ._kernels import KERNELS, leaf
-from ._maps import _affine, _Bounds, _Masked
+from ._maps import _affine, _Bounds, _Masked, _Tokens
+from ._polygon import _CHUNK
+
+
+def _magnitudes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Over the rows of ``X (R, 3, ...)``: the largest ``|a1| + |a2| + |a0|`` and ``|a1| + |a2|`` per entry,
+    rounded up (each float sum of three magnitudes is within 2 EPS of the exact one)."""
+    full = np.zeros(X.shape[2:])
+    u = np.zeros(X.shape[2:])
+    step = max(1, _CHUNK // max(1, X[0].size if X.shape[0] else 1))
+    for lo in range(0, X.shape[0], step):
+        a = np.abs(X[lo : lo + step])
+        s = a[:, 0] + a[:, 1]
+        np.maximum(u, s.max(axis=0), out=u)
+        s += a[:, 2]
+        np.maximum(full, s.max(axis=0), out=full)
+    return full * (1 + 4 * EPS), u * (1 + 4 * EPS)
+
+
+def tightened(A, bd: _Bounds) -> _Bounds:
+    """``bd`` with its magnitude bounds ``hb`` and ``hu`` lowered to the largest coefficient magnitudes of the
+    float maps ``A`` (dense ``(R, 3, T, d)``, :class:`_Masked` or :class:`_Tokens`). Rigorous: the rounding
+    error of a float sum of products is bounded by the magnitudes of the floats it adds (Higham 2002, Thm 3.1),
+    and ``eb`` still bounds their distance from the exact coefficients. Zero stays zero."""
+    eb, ge = bd.eb, bd.ge
+    if isinstance(A, _Masked):
+        # a mask only zeroes entries: those of a unit that is off on every descendant of a parent are zero
+        R0, _, T, d = A.base.shape
+        on = (A.fixed | A.cross).reshape(R0, 1, T, d)
+        full, u = _magnitudes(np.where(on, A.base, 0.0))
+        # a unit off on every region is zero, exactly, in the float maps and in the exact ones
+        off = ~np.any(on, axis=0)[0]
+        eb, ge = np.where(off, 0.0, eb), np.where(off, ZERO_G, ge)
+    elif isinstance(A, _Tokens):
+        mags = [_magnitudes(p) for p in A.parts]
+        full = np.stack([mags[c][0] for c in A.cls])
+        u = np.stack([mags[c][1] for c in A.cls])
+    else:
+        if A.shape[0] == 0:
+            return bd
+        full, u = _magnitudes(A)
+    hb = np.minimum(bd.hb, full)
+    hu = np.minimum(bd.u_bound(), u)
+    return dataclasses.replace(bd, hb=hb, hu=hu, eb=eb, ge=ge)
 
 
 @KERNELS.register("affine")
@@ -14,5 +66,5 @@ def affine(eng, op: Affine, A, bd: _Bounds):
     # an affine op that reads a ReLU's output directly: which of its outputs are exactly zero on a region
     # follows from the region's bits (see the GroupMax splitter)
     eng._after_relu = op if isinstance(A, _Masked) else None
-    A, bd = _affine(A, op, bd)
+    A, bd = _affine(A, op, tightened(A, bd))
     return A, bd, [], None

@@ -12,6 +12,7 @@ import numpy as np
 from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, INEXACT_G, TINY, ZERO_G, affine_bounds, finite_or_raise, gamma, sum_bounds
 from ...networks._ops import Attention
+from ._affine_op import tightened
 from ._argmax import argmax_start, argmax_unit
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Tokens
@@ -24,6 +25,7 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
     st = eng.st
     R0, _, T, d = A.shape
     H = op.heads
+    bd = tightened(A, bd)
     allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
     U = H * T
     F = np.zeros((R0, U, 3, T))  # affine part of the scores of query (h, i) over keys

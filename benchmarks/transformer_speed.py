@@ -37,7 +37,7 @@ CASES = ("sub-maxout", "sub-transformer", "whole-maxout", "whole-transformer")
 
 
 def _network(kind: str):
-    from regioncount.theory._compile import bound_attaining_transformer
+    from regioncount import bound_attaining_transformer
 
     tf, info = bound_attaining_transformer(4, 3, 2, 9, "paper")
     return tf if kind == "transformer" else info["maxout"], info

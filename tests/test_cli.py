@@ -204,11 +204,17 @@ def test_curved_boundary_names_line_and_sample(capsys, tmp_path):
     res = json.loads(out)
     # past 2,000 trapezoids the curved partition is the float engine's, which says it is not exact
     assert code == 0 and res["engine"] == "curved" and res["exact"] is (res["trapezoids"] <= 2000)
-    relu = tmp_path / "relu.npz"  # ReLU attention, then an FFN: boundaries of degree above 2
-    run(capsys, "build", "random-transformer", "--depth", "1", "--attention", "relu", "--out", str(relu))
-    code, _, err = run(capsys, "count", str(relu), "--method", "exact")
+    small = ("--attention", "relu", "--tokens", "2", "--d-model", "2", "--d-ff", "2")
+    relu = tmp_path / "relu.npz"  # ReLU attention, then an FFN: walls of degree 3, certified cells
+    run(capsys, "build", "random-transformer", "--depth", "1", *small, "--out", str(relu))
+    code, out, _ = run(capsys, "count", str(relu), "--method", "exact", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["exact"] is True and res["kind"] == "spline pieces" and res["largest_degree"] == 3
+    deep = tmp_path / "relu3.npz"  # three ReLU-attention blocks: walls up to degree 27, past the cap
+    run(capsys, "build", "random-transformer", "--depth", "3", *small, "--out", str(deep))
+    code, _, err = run(capsys, "count", str(deep), "--method", "exact")
     line = _one_error_line(err)
-    assert code == 1 and "line" in line and "sample" in line
+    assert code == 1 and "degree 27" in line and "line" in line and "sample" in line
     code, out, _ = run(capsys, "count", str(path), "--method", "line", "--json")
     assert code == 0 and json.loads(out)["exact"] is False  # attention: the line engine still uses tolerances
 

@@ -27,7 +27,7 @@ def files(tmp_path_factory):
     assert main(["build", "random-mlp", "--widths", "6,6", "--out", str(d / "m.npz")]) == 0
     assert main(["build", "random-maxout", "--widths", "3", "--out", str(d / "mx.npz")]) == 0
     assert main(["build", "random-transformer", "--depth", "2", "--out", str(d / "tf.npz")]) == 0
-    args = ["build", "random-transformer", "--depth", "2", "--attention", "relu", "--out", str(d / "rtf.npz")]
+    args = ["build", "random-transformer", "--depth", "3", "--attention", "relu", "--out", str(d / "rtf.npz")]
     assert main(args) == 0
     (d / "text.npz").write_text("this is a text file\n")
     np.save(d / "plain.npy", np.ones(3))
@@ -157,7 +157,7 @@ CASES = [
     ("zero-width-line", "count {d}/zero_width.npz --method line", INPUT, "width 0", None),
     ("zero-width-plot-line", "plot-line {d}/zero_width.npz --out {d}/new.png", INPUT, "width 0", None),
     # questions the engine cannot answer
-    # hardmax cells are curved and counted exactly; past a ReLU-attention op the degree exceeds 2
+    # hardmax cells are curved and counted exactly; three ReLU-attention blocks reach walls of degree 27, past the cap
     ("curved-exact", "count {d}/rtf.npz --method exact", CANNOT, "line", None),
     ("curved-plot-stats", "plot {d}/tf.npz --out {d}/new.png --stats {d}/stats.png", CANNOT, "sampled", "--method"),
     # the command line itself

@@ -374,7 +374,7 @@ class _Splitter:
             slabs.append((x0, x1, s, inside, signs))
         if all(not sl[3] for sl in slabs) and len({sl[4][0] for sl in slabs}) == 1:
             return [(t, slabs[0][4][0])]
-        self.degree = max(self.degree, C.deg)
+        self.degree = max(self.degree, int(C.deg))
         pieces = []
         for x0, x1, s, inside, signs in slabs:
             arcs = [t.L]

@@ -298,13 +298,18 @@ def test_curved_boundaries_are_drawn_exactly():
     assert [c for c in fig.axes[0].collections if c.get_gid() == "regions"]
 
 
-def test_boundaries_above_degree_two_fall_back_to_a_sampled_picture_labelled_so():
-    tf = random_transformer(2, 3, 4, 1, attention="relu", seed=1)  # ReLU attention, then an FFN: cubic
+def test_curved_spline_pieces_are_drawn_exactly_and_past_the_degree_cap_sampled():
+    tf = random_transformer(2, 2, 2, 1, attention="relu", d_ff=2, seed=1)  # ReLU attention, then an FFN: cubic walls
     fig, info = figure_regions(tf, BOX, max_regions=10_000)
+    title = fig.axes[0].get_title()
+    assert "spline pieces" in title and "exact" in title and "sampled" not in title and "linear" not in title
+    assert info["exact"] and info["method"] != "sampled"
+    deep = random_transformer(2, 2, 2, 3, attention="relu", d_ff=1, seed=1)  # walls up to degree 27
+    fig, info = figure_regions(deep, BOX, max_regions=10_000)
     title = fig.axes[0].get_title()
     assert "sampled" in title and "lower bound" in title and "exact" not in title
     assert info["method"] == "sampled" and info["lower_bound"] and not info["exact"]
-    assert "degree above 2" in info["why_sampled"]
+    assert "degree 27" in info["why_sampled"]
     assert [im.get_gid() for im in fig.axes[0].images] == ["sampled"]
 
 

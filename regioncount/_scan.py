@@ -18,7 +18,13 @@ For each depth D = 1..depth a row holds:
 - ``random_exact``: for D up to ``exact_depth``, exact connected cells and linear regions of the same random
   Transformers on the 2D box by the curved engine (one run per seed at depth ``exact_depth`` gives every
   shallower depth: its cells are components of equal code prefixes), mean and spread over seeds;
-- ``relu_attention``: sampled spline pieces of random ReLU-attention Transformers of depth D (lower bound);
+- ``relu_attention``: sampled spline pieces of random ReLU-attention Transformers of depth D (a lower bound,
+  ``relu_attention_mean``), and for D up to ``relu_exact_depth`` the exact connected spline pieces of the
+  same networks on the 2D box by the certified curved engine (``relu_exact_mean``: cells; ``relu_poly_mean``:
+  maximal pieces of one polynomial; ``relu_exact_degree``: the largest wall degree met; ``relu_exact`` in
+  the row holds the per-seed values and ``exact: true``). ReLU-attention cells are spline pieces, never
+  linear regions. Past a depth the certified engine refuses (wall degree ``3^D`` over its cap) or cannot
+  finish in a scan's time, the sampled lower bound is the only column;
 - ``seconds`` for the row (the random columns are timed together, once, and shared out evenly).
 
 The random Transformer of depth D with seed s is the first D blocks of one seeded depth-``depth``
@@ -64,6 +70,10 @@ CSV_COLUMNS = (
     "random_exact_linear_std",
     "relu_attention_mean",
     "relu_attention_std",
+    "relu_exact_mean",
+    "relu_exact_std",
+    "relu_poly_mean",
+    "relu_exact_degree",
     "seconds",
 )
 
@@ -121,6 +131,34 @@ def _exact_random(net, box: Box, out: list[dict]) -> None:
         res = cells.truncated_counts(end, cells.prefix_maps.get(k))
         res["exact"] = ok
         out.append(res)
+
+
+def _relu_exact_seed(
+    q: int, tokens: int, d_model: int, depth: int, relu_exact_depth: int, seed: int, lo: float, hi: float
+) -> list[dict]:
+    """Exact spline pieces of the truncations D = 1..relu_exact_depth of the seeded random ReLU-attention
+    Transformer of depth ``depth`` (the scan's ``relu_attention`` networks) on the 2D box, by the certified
+    curved engine: per depth ``{"cells", "polynomial_pieces", "largest_degree", "exact"}``. Stops at the
+    first depth the engine refuses (its walls' degree over the cap), which it says up front."""
+    from ._errors import CurvedBoundaryError
+    from .engines._curved_exact import partition_curved_exact
+
+    out: list[dict] = []
+    rnet = random_transformer(q, tokens, d_model, depth, attention="relu", scale_by_T=True, seed=seed)
+    for D in range(1, min(relu_exact_depth, depth) + 1):
+        try:
+            cells = partition_curved_exact(truncate(rnet, D), Box(lo, hi, q))
+        except CurvedBoundaryError:
+            break
+        out.append(
+            {
+                "cells": cells.n_cells,
+                "polynomial_pieces": cells.polynomial_pieces() if cells.kind == "spline" else cells.linear_regions(),
+                "largest_degree": int(cells.degree),
+                "exact": bool(cells.exact),
+            }
+        )
+    return out
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -193,8 +231,19 @@ def _sampled_columns(depth: int, *, tokens: int, q: int, lo: float, hi: float, s
     return cols
 
 
-def _random_table(cols: dict, exact: list[list[dict]], *, depth: int, box: Box, seeds: int, d_model: int, grid: int):
-    """The random columns of each row from :func:`_sampled_columns` and the exact counts per seed."""
+def _random_table(
+    cols: dict,
+    exact: list[list[dict]],
+    *,
+    depth: int,
+    box: Box,
+    seeds: int,
+    d_model: int,
+    grid: int,
+    relu: list[list[dict]] | None = None,
+):
+    """The random columns of each row from :func:`_sampled_columns`, the exact counts per seed and the exact
+    ReLU-attention spline pieces per seed (:func:`_relu_exact_seed`)."""
     rows = []
     for D in range(depth):
         row: dict[str, object] = {}
@@ -223,6 +272,20 @@ def _random_table(cols: dict, exact: list[list[dict]], *, depth: int, box: Box, 
             "segment": [box.lo.tolist(), box.hi.tolist()],
         }
         row["relu_attention"] = {"sampled_spline_pieces": cols["relu"][D], "grid": grid, "lower_bound": True}
+        rx = [e[D] for e in (relu or []) if len(e) > D]
+        if len(rx) != len(relu or []):
+            rx = []  # a depth some seed did not reach: no exact mean over part of the seeds
+        row["relu_exact_mean"], row["relu_exact_std"] = _mean_std([e["cells"] for e in rx])
+        row["relu_poly_mean"], _ = _mean_std([e["polynomial_pieces"] for e in rx])
+        row["relu_exact_degree"] = max((e["largest_degree"] for e in rx), default=None)
+        if rx:
+            row["relu_exact"] = {
+                "spline_pieces": [e["cells"] for e in rx],
+                "polynomial_pieces": [e["polynomial_pieces"] for e in rx],
+                "largest_degree": row["relu_exact_degree"],
+                "exact": all(e["exact"] for e in rx),
+                "box": [box.lo.tolist(), box.hi.tolist()],
+            }
         rows.append(row)
     return rows
 
@@ -238,14 +301,22 @@ def random_rows(
     d_model: int = 8,
     grid: int = 200,
     exact_depth: int = 0,
+    relu_exact_depth: int = 0,
 ) -> list[dict]:
     """Random-network columns for D = 1..depth (see the module docstring)."""
     exact = [
         _exact_random_seed(q, tokens, d_model, depth, exact_depth, s, lo, hi) if exact_depth and q == 2 else []
         for s in range(seeds)
     ]
+    relu = [
+        _relu_exact_seed(q, tokens, d_model, depth, relu_exact_depth, s, lo, hi)
+        for s in range(seeds)
+        if relu_exact_depth and q == 2
+    ]
     cols = _sampled_columns(depth, tokens=tokens, q=q, lo=lo, hi=hi, seeds=seeds, d_model=d_model, grid=grid)
-    return _random_table(cols, exact, depth=depth, box=Box(lo, hi, q), seeds=seeds, d_model=d_model, grid=grid)
+    return _random_table(
+        cols, exact, depth=depth, box=Box(lo, hi, q), seeds=seeds, d_model=d_model, grid=grid, relu=relu
+    )
 
 
 def _timed(fn, *args, **kwargs):
@@ -308,9 +379,12 @@ def scan(
     progress: Callable[[int, int], None] | None = None,
     exact_depth: int = 0,
     workers: int = 1,
+    relu_exact_depth: int = 0,
 ) -> list[dict]:
     """Rows for D = 1..depth. ``progress(done, total)`` is called as the work advances.
     ``exact_depth``: count the random hardmax Transformers exactly (curved engine) up to this depth.
+    ``relu_exact_depth``: count the random ReLU-attention Transformers' spline pieces exactly (certified curved
+    engine) up to this depth (q = 2 only).
     ``workers``: processes for the NumPy jobs (the exact counts of each construction and of each seed's random
     Transformers), which run beside the sampled counts (JAX) of this process; 1 runs everything here, in
     order. The rows are the same for every ``workers``. A memory limit set in :mod:`regioncount._memory`
@@ -321,7 +395,8 @@ def scan(
         raise ValueError("workers must be at least 1")
     kw: dict[str, Any] = dict(tokens=tokens, m=m, q=q, lo=lo, hi=hi, region_cap=region_cap)
     exact_seeds = list(range(seeds)) if exact_depth and q == 2 else []
-    total = depth + 1 + len(exact_seeds)  # progress steps
+    relu_seeds = list(range(seeds)) if relu_exact_depth and q == 2 else []
+    total = depth + 1 + len(exact_seeds) + len(relu_seeds)  # progress steps
     done = 0
 
     def tick():
@@ -338,7 +413,11 @@ def scan(
         for s in exact_seeds:
             exact.append(_exact_random_seed(q, tokens, d_model, depth, exact_depth, s, lo, hi))
             tick()
-        random = _random_table(_sampled_columns(depth, **sample_kw), exact, **table_kw)
+        relu = []
+        for s in relu_seeds:
+            relu.append(_relu_exact_seed(q, tokens, d_model, depth, relu_exact_depth, s, lo, hi))
+            tick()
+        random = _random_table(_sampled_columns(depth, **sample_kw), exact, relu=relu, **table_kw)
         shared = (time.perf_counter() - t0) / depth
         tick()
         constructed = {}
@@ -352,7 +431,7 @@ def scan(
         # returned when it ends, and JAX is only imported by the sampling job); this process only waits,
         # holding the memory limit over itself and its workers together.
         big = [D for D in range(depth, 0, -1) if _construction_regions(D, **kw) > 10_000]
-        total = len(exact_seeds) + len(big) + 2  # jobs: the small constructions are one
+        total = len(exact_seeds) + len(relu_seeds) + len(big) + 2  # jobs: the small constructions are one
         ctx = multiprocessing.get_context("spawn")
         pool = ctx.Pool(min(workers, total), _worker_init, (_memory.LIMIT,), maxtasksperchild=1)
         try:
@@ -360,6 +439,10 @@ def scan(
             jobs = [
                 pool.apply_async(_timed, (_exact_random_seed, q, tokens, d_model, depth, exact_depth, s, lo, hi))
                 for s in exact_seeds
+            ]
+            relu_jobs = [
+                pool.apply_async(_timed, (_relu_exact_seed, q, tokens, d_model, depth, relu_exact_depth, s, lo, hi))
+                for s in relu_seeds
             ]
             # the large constructions one job each (by default the paper layout at D = 9 and the compact one
             # at D = 4, both 160,867 regions), the sampling after the largest, then the small ones together
@@ -379,6 +462,7 @@ def scan(
                 return res
 
             ex_done = [wait(job) for job in jobs]
+            relu_done = [wait(job) for job in relu_jobs]
             cols, sampled_s = wait(sampled)
             constructed = {D: wait(job) for D, job in deep.items()}
             constructed.update(wait(rest))
@@ -388,8 +472,8 @@ def scan(
             pool.join()
             raise
         exact = [e for e, _ in ex_done]
-        random = _random_table(cols, exact, **table_kw)
-        shared = (sampled_s + sum(sec for _, sec in ex_done)) / depth
+        random = _random_table(cols, exact, relu=[r for r, _ in relu_done], **table_kw)
+        shared = (sampled_s + sum(sec for _, sec in ex_done) + sum(sec for _, sec in relu_done)) / depth
     rows = []
     for D in range(1, depth + 1):
         row, seconds = constructed[D]

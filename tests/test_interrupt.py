@@ -166,7 +166,21 @@ def test_interrupted_scan_leaves_old_or_new_set(tmp_path, sig, when):
         assert now[out / "scan.csv"].decode().splitlines()[1].startswith("1,")
         assert now[out / "scan.png"].startswith(PNG)
 
-    argv = ["scan", "--depth", "1", "--seeds", "1", "--grid", "8", "--d-model", "4", "--out", str(out)]
+    argv = [
+        "scan",
+        "--depth",
+        "1",
+        "--seeds",
+        "1",
+        "--grid",
+        "8",
+        "--d-model",
+        "4",
+        "--relu-exact-depth",
+        "0",
+        "--out",
+        str(out),
+    ]
     code, err = _run_and_signal(argv, sig, when, tmp_path)
     _check_outcome(code, err, old, is_new)
     assert _leftovers(tmp_path) == []

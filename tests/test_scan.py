@@ -5,7 +5,7 @@ import statistics
 import pytest
 
 from regioncount import Box, count_sampled, partition_curved, random_transformer, scan, truncate
-from regioncount._scan import CSV_COLUMNS, constructed_row, random_rows
+from regioncount._scan import CSV_COLUMNS, constructed_row, random_rows, rows_to_csv
 from regioncount.theory import maxout_lower, transformer_maxout_lower
 from regioncount_cli.main import main
 
@@ -14,6 +14,7 @@ def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
     out = tmp_path / "scan"
     # in-process: the cap holds this test process (all of pytest's memory) and the scan's workers together
     args = ["--depth", "4", "--seeds", "2", "--grid", "40", "--region-cap", "5000", "--memory-cap", "16"]
+    args += ["--relu-exact-depth", "0"]  # the exact ReLU-attention column: its own test below, at tiny sizes
     code = main(["scan", *args, "--out", str(out)])
     assert code == 0
     stdout = capsys.readouterr().out
@@ -84,3 +85,30 @@ def test_scan_rows_are_the_same_with_worker_processes():
     # the exact column of a depth equals a direct count of that seed's truncated network
     net = truncate(random_transformer(2, 2, 4, 3, seed=1), 2)
     assert spread[1]["random_exact"]["cells"][1] == partition_curved(net, Box(-1.0, 2.0, 2)).n_cells
+
+
+def test_scan_relu_attention_column_is_exact_up_to_its_depth():
+    # tiny sizes: T = 2, d_model = 2; depth 1 counted by the certified curved engine (in worker jobs), depth 2
+    # sampled only
+    rows = scan(2, tokens=2, seeds=2, d_model=2, grid=30, relu_exact_depth=1, workers=2)  # its own jobs
+    first, second = rows
+    rx = first["relu_exact"]
+    assert rx["exact"] is True and rx["largest_degree"] == first["relu_exact_degree"] == 3
+    box = Box(-1.0, 2.0, 2)
+    for s in (0, 1):
+        net = truncate(random_transformer(2, 2, 2, 2, attention="relu", scale_by_T=True, seed=s), 1)
+        cells = partition_curved(net, box, certified=True)
+        assert cells.kind == "spline" and cells.exact
+        assert rx["spline_pieces"][s] == cells.n_cells and rx["polynomial_pieces"][s] == cells.polynomial_pieces()
+        # a sampled count of distinct codes never exceeds the exact number of connected pieces
+        assert first["relu_attention"]["sampled_spline_pieces"][s] <= cells.n_cells
+    assert first["relu_exact_mean"] == pytest.approx(statistics.fmean(rx["spline_pieces"]))
+    assert first["relu_poly_mean"] == pytest.approx(statistics.fmean(rx["polynomial_pieces"]))
+    # beyond --relu-exact-depth: the sampled lower bound only, labelled so
+    assert "relu_exact" not in second and second["relu_exact_mean"] is None
+    assert second["relu_attention"]["lower_bound"] is True and second["relu_attention_mean"] is not None
+    lines = rows_to_csv(rows).splitlines()
+    head = lines[0].split(",")
+    assert tuple(head) == CSV_COLUMNS
+    assert lines[1].split(",")[head.index("relu_exact_degree")] == "3"
+    assert lines[2].split(",")[head.index("relu_exact_mean")] == ""

@@ -914,6 +914,64 @@ def _norm(C: Curve, a: AlgReal) -> fmpq_poly:
     return N
 
 
+_REGULAR: dict = {}
+
+
+def regular_at(C: Curve, a: AlgReal) -> bool:
+    """Whether ``C(a, .)`` has ``C.dy`` distinct complex roots: its leading coefficient in ``y`` and (where
+    ``dy >= 2``) its discriminant in ``y`` are nonzero at ``a`` (exact signs, :func:`sign_at`). Then on a
+    neighbourhood of ``a`` the real roots in ``y`` are continuous, pairwise distinct functions of ``x`` and
+    their number is constant (a real root can leave the real line only by meeting its conjugate, i.e.
+    where the discriminant vanishes, or escape to infinity where the leading coefficient does): the ``k``-th
+    real root on the left of ``a`` and the ``k``-th on the right tend to one value, the ``k``-th real root of
+    ``C(a, .)``, and two different ``k`` tend to different values in the order of ``k``."""
+    key = (C.key, a.key)
+    got = _REGULAR.get(key)
+    if got is None:
+        if len(_REGULAR) > 1 << 18:
+            _REGULAR.clear()
+        got = C.dy >= 1 and sign_at(C.lc, a) != 0 and (C.dy < 2 or sign_at(C.disc(), a) != 0)
+        _REGULAR[key] = got
+    return got
+
+
+_DY: dict = {}
+
+
+def _mpoly_ball(P, X, Y):
+    """Arb's interval extension of the bivariate polynomial ``P`` over the balls ``X``, ``Y`` (Horner in ``x``
+    per power of ``y``, then in ``y``): a ball holding ``P(x, y)`` for every ``x`` in ``X`` and ``y`` in ``Y``."""
+    from flint import arb
+
+    by: dict = {}
+    for (i, j), c in P.to_dict().items():
+        by.setdefault(j, {})[i] = c
+    v = arb(0)
+    for j in range(max(by, default=0), -1, -1):
+        cs = by.get(j, {})
+        r = arb(0)
+        for i in range(max(cs, default=0), -1, -1):
+            r = r * X + arb(cs.get(i, 0))
+        v = v * Y + r
+    return v
+
+
+def monotone_in_y(C: Curve, a: AlgReal, lo: fmpq, hi: fmpq) -> bool:
+    """Whether Arb's interval extension of ``dC/dy`` over (``a``'s isolating interval) x ``[lo, hi]`` excludes 0:
+    then ``C(a, .)`` is strictly monotone on ``[lo, hi]`` and has at most one root there. A filter: False
+    means undecided, never "not monotone"."""
+    from flint import arb
+
+    D = _DY.get(C.key)
+    if D is None:
+        if len(_DY) > 65536:
+            _DY.clear()
+        D = _DY[C.key] = C.P.derivative("y")
+    alo, ahi = a.bounds()
+    v = _mpoly_ball(D, arb(alo).union(arb(ahi)), arb(lo).union(arb(hi)))
+    return bool(v > 0 or v < 0)
+
+
 def _one_root_in(C: Curve, a: AlgReal, lo: fmpq, hi: fmpq) -> bool:
     """``C(a, .)`` has at most one distinct root in ``[lo, hi]`` (its norm has exactly one there)."""
     N = _norm(C, a)
@@ -931,16 +989,19 @@ def _in_box(s11: fmpq_poly, s10: fmpq_poly, a: AlgReal, lo: fmpq, hi: fmpq) -> b
     return above >= 0 and below >= 0
 
 
-def limits_equal(C1: Curve, B1: LimitBox, C2: Curve, B2: LimitBox) -> bool | None:
+def limits_equal(C1: Curve, B1: LimitBox, C2: Curve, B2: LimitBox, norms: bool = True) -> bool | None:
     """Whether the two limits enclosed by the overlapping boxes are equal, decided in rational arithmetic and
     signs of rational polynomials at ``a``: True / False where decided, None where this test cannot (then the
     fibres over ``a`` decide). Same curve: equal where its norm has one root in the hull of the boxes.
     Different curves: distinct where their resultant is nonzero at ``a`` or their one common root lies outside
-    a box; equal where it lies in both and each box holds one root of its curve's norm."""
+    a box; equal where it lies in both and each curve has at most one root over ``a`` in its box: shown first
+    by :func:`monotone_in_y` (a filter), else (where ``norms``) by the curve's norm having one root there."""
     a = B1.a
     lo, hi = min(B1.lo, B2.lo), max(B1.hi, B2.hi)
     if C1 is C2:
-        return True if _one_root_in(C1, a, lo, hi) else None
+        if monotone_in_y(C1, a, lo, hi):
+            return True
+        return True if norms and _one_root_in(C1, a, lo, hi) else None
     if sign_at(resultant_curves(C1, C2), a) != 0:
         return False
     s11, s10 = _first_subresultant(C1.key, C2.key) if C1.key <= C2.key else _first_subresultant(C2.key, C1.key)
@@ -948,6 +1009,9 @@ def limits_equal(C1: Curve, B1: LimitBox, C2: Curve, B2: LimitBox) -> bool | Non
         return None
     if not (_in_box(s11, s10, a, B1.lo, B1.hi) and _in_box(s11, s10, a, B2.lo, B2.hi)):
         return False
-    if _one_root_in(C1, a, B1.lo, B1.hi) and _one_root_in(C2, a, B2.lo, B2.hi):
+    # the common root y* lies in both boxes; each box holds its limit, a root of its curve over a: where the
+    # curve has no other root over a in the box, the limit is y*
+    one1 = monotone_in_y(C1, a, B1.lo, B1.hi) or (norms and _one_root_in(C1, a, B1.lo, B1.hi))
+    if one1 and (monotone_in_y(C2, a, B2.lo, B2.hi) or (norms and _one_root_in(C2, a, B2.lo, B2.hi))):
         return True
     return None

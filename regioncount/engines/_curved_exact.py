@@ -1167,7 +1167,18 @@ def _lbox(arc: Arc, x: al.AlgReal) -> al.LimitBox:
     return b
 
 
+def _kidx(arc: Arc) -> int:
+    """The arc's index among the real roots in ``y`` of its curve over its slab."""
+    return arc.k if arc.g or arc.dq == 2 else 0
+
+
 def _gcmp_exact(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
+    C1, C2 = _as_curve(A1.Q), _as_curve(A2.Q)
+    if C1 is C2 and al.regular_at(C1, x):
+        # one curve, x no critical point of it: the limits are its k-th real roots over x, distinct for
+        # distinct k and in their order (al.regular_at); no boxes needed
+        k1, k2 = _kidx(A1), _kidx(A2)
+        return (k1 > k2) - (k1 < k2)
     # the filter: rational boxes of the two limits (no arithmetic over Q(x)); disjoint boxes decide
     B1, B2 = _lbox(A1, x), _lbox(A2, x)
     for _ in range(8):
@@ -1179,15 +1190,15 @@ def _gcmp_exact(A1: Arc, A2: Arc, x: al.AlgReal) -> int:
         wider = B1 if (B1.lo is None or (B2.lo is not None and B1.hi - B1.lo >= B2.hi - B2.lo)) else B2
         if not wider.shrink(6):
             break
-    C1, C2 = _as_curve(A1.Q), _as_curve(A2.Q)
-    for _ in range(6):
+    for r in range(6):
         if B1.lo is None or B2.lo is None:
             break
         if B1.hi < B2.lo:
             return -1
         if B2.hi < B1.lo:
             return 1
-        eq = al.limits_equal(C1, B1, C2, B2)
+        # the monotonicity filter first; the norms (exact, costly) in the last rounds only
+        eq = al.limits_equal(C1, B1, C2, B2, norms=r >= 4)
         if eq:
             return 0
         if eq is False:

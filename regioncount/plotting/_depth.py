@@ -14,6 +14,7 @@ MEASURED = (
     "random_line_mean",
     "random_exact_mean",
     "relu_attention_mean",
+    "relu_exact_mean",
 )
 
 
@@ -59,6 +60,18 @@ def plot_scan(rows: list[dict], *, title: str | None = None, fmt: str = "png", d
     x, y = series("relu_attention_mean")
     if x:
         ax.plot(x, y, "d-", color="tab:purple", label="random ReLU attention, sampled spline pieces (lower bound)")
+    x, y = series("relu_exact_mean")
+    if x:
+        ax.plot(
+            x,
+            y,
+            "D",
+            ms=8,
+            mfc="none",
+            mec="tab:purple",
+            mew=2,
+            label="random ReLU attention, exact spline pieces (2D)",
+        )
     ax.set_yscale("log")
     # The compact formula grows like a power of D and would squeeze the measured series into the bottom of
     # the log axis: draw it only inside the measured range and say where it leaves.

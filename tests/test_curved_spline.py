@@ -9,10 +9,13 @@ import pytest
 
 pytest.importorskip("flint", reason="the certified curved engine needs python-flint (extra 'exact')")
 
+from _nets import slot_transformer  # noqa: E402
+
 from regioncount import Box, count_regions  # noqa: E402
 from regioncount._errors import CurvedBoundaryError  # noqa: E402
 from regioncount.engines._curved_certify import area_slack, certify_cells  # noqa: E402
 from regioncount.engines._curved_exact import DEGREE_CAP, partition_curved_exact, wall_degree_bound  # noqa: E402
+from regioncount.engines._line import walk_line  # noqa: E402
 from regioncount.networks import Block, Transformer, random_transformer  # noqa: E402
 
 C = 2.0  # keeps every score positive on the boxes below: the attention adds no wall of its own
@@ -68,41 +71,6 @@ def nodal():
         (sq, ((0, 1.0), (2, C)), 2),
     ]
     return cubic_wall_net(heads, [C, 0.0, 0.0, -1.0, 1.0, -1.0])
-
-
-def slot_transformer(depth, seed=0, tokens=2, out=1, d_ff=1, v_out_blocks=(2,)):
-    """A seeded random ReLU-attention Transformer whose degrees stay within the cap at any depth: queries,
-    keys and values read the slot ``(x, y, 1)``, which nothing writes (so every score wall is a conic); heads
-    and FFNs write the ``out`` slot, which the FFNs read (walls of degree 3) and the values of the blocks in
-    ``v_out_blocks`` read too (their outputs, and the walls after them, reach degree 5)."""
-    rng = np.random.default_rng(seed)
-    d = 3 + out
-    xs, os_ = [0, 1, 2], list(range(3, d))
-    E = np.zeros((d, 2))
-    E[0, 0] = E[1, 1] = 1.0
-    P = np.zeros((tokens, d))
-    P[:, 2] = 1.0
-    P[:, 3:] = rng.normal(0, 0.5, (tokens, out))
-    blocks = []
-    for b in range(1, depth + 1):
-        Wq = np.zeros((1, d, 2))
-        Wk = np.zeros((1, d, 2))
-        Wv = np.zeros((1, d, 1))
-        Wo = np.zeros((1, 1, d))
-        Wq[0, xs] = rng.normal(0, 1, (3, 2))
-        Wk[0, xs] = rng.normal(0, 1, (3, 2))
-        Wv[0, xs] = rng.normal(0, 1, (3, 1))
-        if b in v_out_blocks:
-            Wv[0, os_] = rng.normal(0, 0.5, (out, 1))
-        Wo[0, 0, os_] = rng.normal(0, 0.5, out)
-        W1 = rng.normal(0, 0.7, (d_ff, d))
-        b1 = rng.normal(0, 0.3, d_ff)
-        W2 = np.zeros((d, d_ff))
-        W2[os_] = rng.normal(0, 0.5, (out, d_ff))
-        blocks.append(Block(Wq, Wk, Wv, Wo, W1, b1, W2, np.zeros(d)))
-    ro = np.zeros((1, d))
-    ro[0, 3] = 1.0
-    return Transformer(E=E, P=P, blocks=tuple(blocks), readout_W=ro, readout_b=np.zeros(1), attention="relu")
 
 
 def quartic_wall_net(values, query, C=2.0):
@@ -303,20 +271,33 @@ def test_degree_cap_refuses_with_one_line():
 
 
 @pytest.mark.parametrize(
-    "depth",
-    [1, 2, pytest.param(3, marks=pytest.mark.slow)],
+    "depth, seed",
+    [(1, 1), (2, 2), pytest.param(3, 3, marks=pytest.mark.slow), pytest.param(4, 7, marks=pytest.mark.slow)],
 )
-def test_segments_cross_the_spline_pieces(depth):
+def test_segments_cross_the_spline_pieces(depth, seed):
     """Along 200 random segments the line engine's pieces are the spline pieces the segment crosses, with
-    the same codes: a generic random network at depth 1, degree-capped random networks deeper (depth 4 is
-    refused by the line engine's own degree limit in t, which counts 3^t whatever the weights)."""
+    the same codes: a generic random network at depth 1, degree-capped random networks deeper (their
+    polynomials stay of degree 5 at every depth; the line engine's degree plan reads that from the weights'
+    exact zeros, so depth 4 is walked although 3^4 = 81 is past its max_degree=27). Depth 4 with seed 7: a
+    partition of 42 cells the certified engine builds in seconds."""
     from test_curved_certified import _segments_match
 
     box = Box([-1.0, -1.0], [1.0, 1.0])
     if depth == 1:
-        net = random_transformer(tokens=2, d_model=2, depth=1, d_ff=1, attention="relu", seed=1)
+        net = random_transformer(tokens=2, d_model=2, depth=1, d_ff=1, attention="relu", seed=seed)
     else:
-        net = slot_transformer(depth, seed=depth)
+        net = slot_transformer(depth, seed=seed)
     cells = _certified(net, box)
     assert cells.degree >= 3
+    if depth > 1:
+        assert walk_line(net, ([-1.0, -1.0], [1.0, 1.0])).degree == 5
     _segments_match(net, cells, 200, depth)
+
+
+def test_segments_cross_the_quartic_wall():
+    from test_curved_certified import _segments_match
+
+    net = lemniscate(1.0)
+    cells = _certified(net, Box([-1.0, -1.0], [1.0, 1.0]))
+    assert walk_line(net, ([-1.0, -1.0], [1.0, 1.0])).degree == 4
+    _segments_match(net, cells, 200, 4)

@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 
 from regioncount import MLP
+from regioncount.networks import Block, Transformer
 
 
 def lines_mlp(n: int, seed: int = 0) -> MLP:
@@ -47,3 +48,38 @@ def assert_linear_regions_match(result, labels=None) -> None:
     if labels is not None:
         for comp in comps:
             assert len({int(labels[i]) for i in comp}) == 1
+
+
+def slot_transformer(depth, seed=0, tokens=2, out=1, d_ff=1, v_out_blocks=(2,)):
+    """A seeded random ReLU-attention Transformer whose degrees stay within the cap at any depth: queries,
+    keys and values read the slot ``(x, y, 1)``, which nothing writes (so every score wall is a conic); heads
+    and FFNs write the ``out`` slot, which the FFNs read (walls of degree 3) and the values of the blocks in
+    ``v_out_blocks`` read too (their outputs, and the walls after them, reach degree 5)."""
+    rng = np.random.default_rng(seed)
+    d = 3 + out
+    xs, os_ = [0, 1, 2], list(range(3, d))
+    E = np.zeros((d, 2))
+    E[0, 0] = E[1, 1] = 1.0
+    P = np.zeros((tokens, d))
+    P[:, 2] = 1.0
+    P[:, 3:] = rng.normal(0, 0.5, (tokens, out))
+    blocks = []
+    for b in range(1, depth + 1):
+        Wq = np.zeros((1, d, 2))
+        Wk = np.zeros((1, d, 2))
+        Wv = np.zeros((1, d, 1))
+        Wo = np.zeros((1, 1, d))
+        Wq[0, xs] = rng.normal(0, 1, (3, 2))
+        Wk[0, xs] = rng.normal(0, 1, (3, 2))
+        Wv[0, xs] = rng.normal(0, 1, (3, 1))
+        if b in v_out_blocks:
+            Wv[0, os_] = rng.normal(0, 0.5, (out, 1))
+        Wo[0, 0, os_] = rng.normal(0, 0.5, out)
+        W1 = rng.normal(0, 0.7, (d_ff, d))
+        b1 = rng.normal(0, 0.3, d_ff)
+        W2 = np.zeros((d, d_ff))
+        W2[os_] = rng.normal(0, 0.5, (out, d_ff))
+        blocks.append(Block(Wq, Wk, Wv, Wo, W1, b1, W2, np.zeros(d)))
+    ro = np.zeros((1, d))
+    ro[0, 3] = 1.0
+    return Transformer(E=E, P=P, blocks=tuple(blocks), readout_W=ro, readout_b=np.zeros(1), attention="relu")

@@ -374,6 +374,65 @@ def test_degree_above_the_cap_is_refused():
         walk_line(deep, SEG2)
 
 
+def test_degree_plan_from_the_weights_exact_zeros():
+    """A ReLU-attention network whose attention reads only low-degree columns keeps degree 5 at depth 4
+    (3^4 = 81 for generic weights): the plan reads it per state column from the weights' exact zeros, the
+    walk truncates its coefficient arrays to it, and refuses above max_degree with one line."""
+    from _nets import slot_transformer
+
+    from regioncount.engines._degrees import program_degrees
+
+    net = slot_transformer(4, seed=7)
+    plan = program_degrees(net.lower())
+    assert (plan.wall, plan.output) == (5, 5)
+    r = walk_line(net, SEG2)
+    assert r.kind == "spline" and r.degree == 5 and r.output.shape[-1] == 6
+    t, piece = interior_t(r, 4, np.random.default_rng(3))
+    Y, C, _ = forward(net, r.points(t))
+    np.testing.assert_array_equal(C, r.codes[piece])
+    np.testing.assert_allclose(r.evaluate(t), Y, rtol=0, atol=1e-9 * np.abs(Y).max())
+    with pytest.raises(DegreeTooHighError) as info:
+        walk_line(net, SEG2, max_degree=4)
+    msg = str(info.value)
+    assert "\n" not in msg and "degree 5" in msg and "max_degree=4" in msg and "--method sample" in msg
+    generic = rc.random_transformer(2, tokens=2, d_model=2, depth=4, d_ff=1, attention="relu", seed=0)
+    assert program_degrees(generic.lower()).output == 81
+    with pytest.raises(DegreeTooHighError, match="degree 81 in t, above max_degree=27"):
+        walk_line(generic, SEG2)
+
+
+def test_truncation_to_the_degree_plan_drops_only_exact_zeros():
+    """Walked without truncation (arrays of degree 27 at depth 3), the same net gives bit-identical breaks,
+    codes and outputs; and a plan that claims a degree too low is caught by the check, not trusted."""
+    from unittest import mock
+
+    from _nets import slot_transformer
+
+    from regioncount.engines._line import _float, _walk
+
+    net = slot_transformer(3, seed=3)
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        seg = Segment(rng.uniform(-1, 1, 2), rng.uniform(-1, 1, 2))
+        r = walk_line(net, seg)
+        with (
+            mock.patch.object(_float, "_truncate", lambda H, K1: H),
+            mock.patch.object(_walk, "_truncate", lambda H, K1: H[:, :K1]),
+        ):
+            full = walk_line(net, seg)
+        assert np.array_equal(r.breaks, full.breaks) and np.array_equal(r.codes, full.codes)
+        assert np.array_equal(r.output, full.output)
+    real = _walk.program_degrees
+
+    def too_low(program):
+        plan = real(program)
+        return dataclasses.replace(plan, after={k: min(v, 1) for k, v in plan.after.items()})
+
+    with mock.patch.object(_walk, "program_degrees", too_low):
+        with pytest.raises(AssertionError, match="above the degree bound"):
+            walk_line(net, SEG2)
+
+
 def test_program_pair_and_domain_checks():
     net = rc.random_mlp(2, [8], seed=0)
     a, b = np.array([-1.0, 0.0]), np.array([1.0, 0.5])

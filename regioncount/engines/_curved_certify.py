@@ -26,6 +26,16 @@ import numpy as np
 from ..networks import lower
 
 
+def area_slack(cells) -> float:
+    """The bound on the error of the cells' areas the ``areas`` check allows: the quadrature's reported
+    unresolved difference (``area_error``) plus float64 rounding, ``64 eps`` of the domain's area per square
+    root of the number of trapezoids summed. It stands for the summed error of all the trapezoids' areas, so it
+    is also the allowance for one cell's area (a sum over some of them). Like ``area_error`` it is a bound in
+    practice, not a proof: areas are reported, they decide nothing."""
+    area = float(np.prod(np.asarray(cells.domain.param_hi, float) - np.asarray(cells.domain.param_lo, float)))
+    return float(cells.area_error + 64 * np.finfo(float).eps * area * max(1, cells.n_traps) ** 0.5)
+
+
 def _F(v) -> Fraction:
     return Fraction(float(v))
 
@@ -146,7 +156,7 @@ def certify_cells(cells, net) -> dict:
     V, Ec, F = euler_counts(cells.exact_traps)
     area = float(np.prod(np.asarray(cells.domain.param_hi, float) - np.asarray(cells.domain.param_lo, float)))
     total = float(cells.cell_area.sum())
-    slack = cells.area_error + 64 * np.finfo(float).eps * area * max(1, cells.n_traps) ** 0.5
+    slack = area_slack(cells)
     checks = {
         "witness_codes": {
             "passed": bad == 0,

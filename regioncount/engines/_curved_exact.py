@@ -465,53 +465,10 @@ def _cap_message(deg: int, cap: int) -> str:
 
 def wall_degree_bound(program) -> int:
     """An upper bound on the total degree of every wall the program can meet on a 2D slice, from the
-    weights' exact zeros: each state column carries the largest degree of its entries (1 for the input);
-    an affine map or a residual takes the largest degree it reads, a ReLU or maxout wall has the degree of
-    its input, an attention score of head h the degree of its query plus that of its key, and ReLU attention
-    writes score degree plus value degree (hardmax writes the value degree)."""
+    weights' exact zeros (per state column: :func:`~._degrees.program_degrees`, shared with the line engine)."""
+    from ._degrees import program_degrees
 
-    def reads(W, deg):  # (in, out) -> per out the largest input degree with a nonzero weight
-        W = np.asarray(W, float)
-        out = []
-        for o in range(W.shape[1]):
-            nz = np.flatnonzero(W[:, o])
-            out.append(max((deg[j] for j in nz), default=0))
-        return out
-
-    wall = 0
-
-    def run(ops, deg):
-        nonlocal wall
-        for op in ops:
-            if isinstance(op, Affine):
-                deg = reads(op.W.T, deg)
-            elif isinstance(op, ReLU):
-                wall = max(wall, max(deg, default=0))
-            elif isinstance(op, GroupMax):
-                k = op.k
-                deg = [max(deg[u * k : (u + 1) * k]) for u in range(len(deg) // k)]
-                wall = max(wall, max(deg, default=0))
-            elif isinstance(op, Attention):
-                new = [0] * len(deg)
-                for h in range(op.heads):
-                    q, kk = reads(op.Wq[h], deg), reads(op.Wk[h], deg)
-                    dq, dk = max(q, default=0), max(kk, default=0)
-                    score = dq + dk
-                    wall = max(wall, score)
-                    dv = max(reads(op.Wv[h], deg), default=0)
-                    w = score + dv if op.sigma == "relu" else dv
-                    Wo = np.asarray(op.Wo[h], float)
-                    for c in range(len(deg)):
-                        if np.any(Wo[:, c]):
-                            new[c] = max(new[c], w)
-                deg = new
-            elif isinstance(op, Residual):
-                body = run(op.body, deg)
-                deg = [max(a, b) for a, b in zip(deg, body)]
-        return deg
-
-    run(program.ops, [1] * program.input_dim)
-    return wall
+    return program_degrees(program).wall
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ class _State:
     stack: list
     codes: list
     ties: np.ndarray
+    #: ``id(op) -> degree``: after each op, ``H`` keeps the coefficients up to that degree (:mod:`.._degrees`)
+    keep: dict | None = None
 
     def refine(self, parent: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> None:
         """Replace the intervals by children ``[sa, sb]`` (parent-local units) of ``parent``."""
@@ -61,6 +63,7 @@ class _State:
             [C[i:j] for C in self.stack],
             [c[i:j] for c in self.codes],
             self.ties[i:j],
+            self.keep,
         )
 
     def join(self, parts: list[_State]) -> None:
@@ -270,6 +273,22 @@ def _group_max(st: _State, k: int) -> None:
 def _apply(st: _State, ops, tokens: int) -> None:
     for op in ops:
         KERNELS.lookup(op)(st, op, tokens)
+        if st.keep is not None:
+            st.H = _truncate(st.H, st.keep[id(op)] + 1)
+
+
+def _truncate(H: np.ndarray, K1: int) -> np.ndarray:
+    """``H (n, K+1, ...)`` cut to its first ``K1`` coefficients. The degree bound from the weights' exact zeros
+    makes the dropped ones exactly 0.0 in float64 (:mod:`.._degrees`); that is checked, not assumed (a
+    non-finite value, an overflow, is left to the walk as before)."""
+    if H.shape[1] <= K1:
+        return H
+    tail = H[:, K1:]
+    if np.any((tail != 0) & np.isfinite(tail)):
+        raise AssertionError(
+            "internal error: a coefficient above the degree bound from the weights' exact zeros is not zero"
+        )
+    return np.ascontiguousarray(H[:, :K1])
 
 
 #: The float walk's kernels (the line engine's row of the op protocol): ``kernel(st, op, tokens)`` applies

@@ -10,34 +10,42 @@ from ..._errors import DegreeTooHighError, DomainError
 from ..._magnitude import check_magnitudes
 from ...networks import check_domain, lower, op_codes
 from ...networks._ops import Program, Residual, is_piecewise_linear
+from .._degrees import Degrees, program_degrees
 from .._protocol import op_key, support
 from ._exact_walk import _U, _AState, _finite, _Walk
-from ._float import _apply, _State
+from ._float import _apply, _State, _truncate
 from ._pieces import LinePieces
 from ._poly import _pad, _reexpand, _same_polynomials
 
 
-def _degree_plan(program: Program, max_degree: int) -> int:
-    """Check every polynomial the walk needs stays within ``max_degree``; return the output degree."""
+def _degree_plan(program: Program, max_degree: int) -> Degrees:
+    """The degrees the walk's polynomials reach, from the weights' exact zeros (:mod:`.._degrees`); refuse
+    with one line where an op's comparisons or output would exceed ``max_degree``."""
 
-    def visit(ops, deg: int) -> int:
+    def visit(ops) -> None:
+        for op in ops:
+            refusal = support("line", op_key(op))  # softmax: the line engine's refusal
+            if refusal is not None:
+                refusal.raise_()
+            if isinstance(op, Residual):
+                visit(op.body)
+
+    visit(program.ops)
+    plan = program_degrees(program)
+
+    def check(ops) -> None:
         for op in ops:
             if isinstance(op, Residual):
-                deg = max(deg, visit(op.body, deg))
-            else:
-                refusal = support("line", op_key(op))  # softmax: the line engine's refusal
-                if refusal is not None:
-                    refusal.raise_()
-                need = max(op.degree, op.decision_degree) * deg
-                if need > max_degree:
-                    raise DegreeTooHighError(
-                        f"{op.label} needs polynomials of degree {need} in t, above max_degree="
-                        f"{max_degree} (ReLU attention triples the degree per block); use --method sample"
-                    )
-                deg = op.degree * deg
-        return deg
+                check(op.body)
+            need = max(plan.decision[id(op)], plan.after[id(op)])
+            if need > max_degree:
+                raise DegreeTooHighError(
+                    f"{op.label} needs polynomials of degree {need} in t, above max_degree={max_degree} (ReLU "
+                    "attention composes degrees up to 3^t over t blocks); use --method sample"
+                )
 
-    return visit(program.ops, 1)
+    check(program.ops)
+    return plan
 
 
 def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
@@ -65,7 +73,8 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
         raise DomainError(f"the segment lives in R^{seg.a.shape[0]} but the network takes {program.input_dim} inputs")
     check_domain(net, np.minimum(seg.a, seg.b), np.maximum(seg.a, seg.b))
     check_magnitudes(program, seg)  # refuse magnitudes whose float bounds could overflow
-    degree = _degree_plan(program, max_degree)
+    plan = _degree_plan(program, max_degree)
+    degree = plan.output
 
     if not _has_attention(program.ops):
         return _walk_exact(program, seg)
@@ -73,10 +82,10 @@ def walk_line(net, segment, *, max_degree: int = 27) -> LinePieces:
     T = program.tokens
     mid, half = (seg.a + seg.b) / 2, (seg.b - seg.a) / 2
     H = np.broadcast_to(np.stack([mid, half])[None, :, None, :], (1, 2, T, mid.shape[0])).copy()
-    st = _State(lo=np.zeros(1), hi=np.ones(1), H=H, stack=[], codes=[], ties=np.zeros(1, np.int64))
+    st = _State(lo=np.zeros(1), hi=np.ones(1), H=H, stack=[], codes=[], ties=np.zeros(1, np.int64), keep=plan.after)
     _apply(st, program.ops, T)
 
-    local = _pad(st.H[:, :, program.out_token, :], degree + 1)[:, : degree + 1]  # (n, K+1, out)
+    local = _pad(_truncate(st.H[:, :, program.out_token, :], degree + 1), degree + 1)  # (n, K+1, out)
     m, h = (st.lo + st.hi) / 2, (st.hi - st.lo) / 2
     with np.errstate(over="ignore", invalid="ignore"):
         glob = _reexpand(local, -m / h, 1.0 / h)

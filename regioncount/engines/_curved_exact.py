@@ -37,9 +37,11 @@ they differ, and recognised as equal exactly where two arcs meet there (the ``x`
 divides the resultant of the two curves, and the other pairs of roots separate). Linear regions merge
 adjacent cells whose exact output maps are equal. Nothing here has a tolerance.
 
-Scope: hardmax Transformers at every depth, ReLU and Maxout programs, ReLU attention up to its first
-attention op (score signs; after it the boundaries have degree >= 3 and the engine refuses, as the float
-engine does). The cost is Python per trapezoid: use it for partitions of up to a few thousand trapezoids.
+Scope: hardmax Transformers at every depth, ReLU and Maxout programs, ReLU attention at every depth whose
+walls stay within ``DEGREE_CAP`` (past a ReLU-attention op the maps are polynomials, ``fmpq_mpoly``, and the
+walls curves of degree >= 3, split by :meth:`_split_curve`); a static bound on the walls' degree from the
+weights' exact zeros refuses the rest before any work. The cost is Python per trapezoid: use it for
+partitions of up to a few thousand trapezoids.
 """
 
 from __future__ import annotations

@@ -350,47 +350,18 @@ class _Splitter:
                     res = al.resultant_curves(C, G)
                     if not res.is_zero():
                         polys.append(res)
-        cuts: dict = {}
-        X = t.box()[0]
-        for f in polys:
-            if f.degree() > 0 and not _poly_ball(f, X) != 0:
-                for x in al.roots_in(f, t.a, t.b):
-                    cuts.setdefault(x.key, x)
-        xs = sorted(cuts.values(), key=functools.cmp_to_key(al.cmp))
-        ends = [t.a, *xs, t.b]
-        slabs = []
-        for j in range(len(ends) - 1):
-            x0, x1 = ends[j], ends[j + 1]
-            s = t.s if (len(ends) == 2) else al.between(x0, x1)
-            yl, yu = t.L.at(s), t.U.at(s)
-            inside = []
-            if C.dy > 0:
-                for k, r in enumerate(C.y_roots_at(s)):
-                    if al.cmp(r, yl) > 0 and al.cmp(r, yu) < 0:
-                        inside.append((k, r))
-            levels = [yl, *(r for _, r in inside), yu]
-            signs = []
-            for i in range(len(levels) - 1):
-                v = C.value(s, al.between(levels[i], levels[i + 1]))
-                signs.append((v > 0) - (v < 0))
-            slabs.append((x0, x1, s, inside, signs))
-        if all(not sl[3] for sl in slabs) and len({sl[4][0] for sl in slabs}) == 1:
-            return [(t, slabs[0][4][0])]
-        self.degree = max(self.degree, int(C.deg))
-        pieces = []
-        for x0, x1, s, inside, signs in slabs:
-            arcs = [t.L]
-            for k, _ in inside:
-                arcs.append(Arc(C, k, self.next_id, x0, x1))
-                self.next_id += 1
-            arcs.append(t.U)
-            for i in range(len(arcs) - 1):
-                pieces.append(
-                    (Trap(x0, x1, arcs[i], arcs[i + 1], s, t.M, list(t.code), t.base, t.tied, t.pm), signs[i])
-                )
-        return pieces
+
+        def branches(s):
+            return list(enumerate(C.y_roots_at(s))) if C.dy > 0 else []
+
+        def sign(s, y):
+            v = C.value(s, y)
+            return (v > 0) - (v < 0)
+
+        return self._split_by(t, C, polys, branches, sign, int(C.deg))
 
     def _split_irreducible(self, t: Trap, P) -> list[tuple[Trap, int]]:
+        """Split ``t`` by an irreducible line or conic ``P`` (6 fmpq coefficients)."""
         fl = _flint()
         dq = al.y_degree(P)
         polys = []
@@ -409,6 +380,21 @@ class _Splitter:
                         res = al.resultant_y(P, arc.Q)
                     if not res.is_zero():
                         polys.append(res)
+
+        def branches(s):  # a line's one branch is branch 0; a conic's are indexed by their order
+            return [(k if dq == 2 else 0, r) for k, r in enumerate(al.y_roots_at(P, s))] if dq > 0 else []
+
+        def sign(s, y):
+            return _sign_at(P, s, y)
+
+        return self._split_by(t, P, polys, branches, sign, 1 if (P[0] == P[1] == P[2] == 0) else 2)
+
+    def _split_by(self, t: Trap, Q, polys, branches, sign, degree: int) -> list[tuple[Trap, int]]:
+        """The pieces of ``t`` on each side of the curve ``Q``, with the sign of ``Q`` on each: cut the slab at
+        the real roots in ``(t.a, t.b)`` of the cut polynomials ``polys``; in each open sub-slab take the
+        branches ``branches(s) -> [(index, y)]`` of ``Q`` at a rational sample ``s`` that lie strictly between
+        the arcs, and ``sign(s, y)``, the exact sign of ``Q`` at a rational point, between consecutive levels.
+        ``t`` itself (with its one sign) where ``Q`` crosses no sub-slab; ``degree`` is recorded otherwise."""
         cuts: dict = {}
         X = t.box()[0]
         for f in polys:
@@ -423,23 +409,18 @@ class _Splitter:
             x0, x1 = ends[j], ends[j + 1]
             s = t.s if (len(ends) == 2) else al.between(x0, x1)
             yl, yu = t.L.at(s), t.U.at(s)
-            inside = []
-            if dq > 0:
-                roots = al.y_roots_at(P, s)
-                for k, r in enumerate(roots):
-                    if al.cmp(r, yl) > 0 and al.cmp(r, yu) < 0:
-                        inside.append((k if dq == 2 else 0, r))
+            inside = [(k, r) for k, r in branches(s) if al.cmp(r, yl) > 0 and al.cmp(r, yu) < 0]
             levels = [yl, *(r for _, r in inside), yu]
-            signs = [_sign_at(P, s, al.between(levels[i], levels[i + 1])) for i in range(len(levels) - 1)]
+            signs = [sign(s, al.between(levels[i], levels[i + 1])) for i in range(len(levels) - 1)]
             slabs.append((x0, x1, s, inside, signs))
         if all(not sl[3] for sl in slabs) and len({sl[4][0] for sl in slabs}) == 1:
             return [(t, slabs[0][4][0])]
-        self.degree = max(self.degree, 1 if (P[0] == P[1] == P[2] == 0) else 2)
+        self.degree = max(self.degree, degree)
         pieces = []
         for x0, x1, s, inside, signs in slabs:
             arcs = [t.L]
             for k, _ in inside:
-                arcs.append(Arc(P, k, self.next_id, x0, x1))
+                arcs.append(Arc(Q, k, self.next_id, x0, x1))
                 self.next_id += 1
             arcs.append(t.U)
             for i in range(len(arcs) - 1):

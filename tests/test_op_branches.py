@@ -20,7 +20,6 @@ DEFINITIONS = {"networks/_ops.py"}
 PENDING = {
     ("engines/_curved_exact.py", "op"),  # the certified curved engine's op step (straight and conic walls)
     ("engines/_curved_exact.py", "_pop"),  # and its op step on polynomial maps (walls of degree >= 3)
-    ("engines/_curved_exact.py", "run"),  # its static bound on the walls' degree
     ("engines/_space/_predicates.py", "_exact_pieces"),  # GroupMax vs hardmax pieces of an argmax family
 }
 

@@ -25,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from ..networks._ops import Affine, Attention, GroupMax, ReLU, Residual
+from ..networks._protocol import op_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,51 +54,67 @@ def _reads(W, deg: list[int]) -> list[int]:
     return out
 
 
+def _affine(op, deg: list[int]) -> tuple[int, list[int]]:
+    return 0, _reads(op.W.T, deg)
+
+
+def _relu(op, deg: list[int]) -> tuple[int, list[int]]:
+    return max(deg, default=0), deg
+
+
+def _groupmax(op, deg: list[int]) -> tuple[int, list[int]]:
+    k = op.k
+    deg = [max(deg[u * k : (u + 1) * k]) for u in range(len(deg) // k)]
+    return max(deg, default=0), deg
+
+
+def _attention(op, deg: list[int]) -> tuple[int, list[int]]:
+    new = [0] * len(deg)
+    dec = 0
+    for h in range(op.heads):
+        dq = max(_reads(op.Wq[h], deg), default=0)
+        dk = max(_reads(op.Wk[h], deg), default=0)
+        score = dq + dk
+        dec = max(dec, score)
+        dv = max(_reads(op.Wv[h], deg), default=0)
+        w = score + dv if op.sigma == "relu" else dv
+        Wo = np.asarray(op.Wo[h], float)
+        for c in range(len(deg)):
+            if np.any(Wo[:, c]):
+                new[c] = max(new[c], w)
+    return dec, new
+
+
+#: The degree rule of each op key (``networks._protocol.op_key``): ``rule(op, degrees in) -> (degree of the
+#: op's comparisons, degrees out)``. A residual is structure (its body runs in :func:`program_degrees`); an op
+#: without a rule gets its declared facts.
+_RULES = {"affine": _affine, "relu": _relu, "groupmax": _groupmax, "attention/hardmax": _attention}
+_RULES["attention/relu"] = _attention
+
+
+def _declared(op, deg: list[int]) -> tuple[int, list[int]]:
+    top = max(deg, default=0)
+    dec = op.decision_degree * top if op.records != "nothing" else 0
+    return dec, [op.degree * top] * op.width_out(len(deg))
+
+
 def program_degrees(program) -> Degrees:
     """The :class:`Degrees` of ``program`` (a :class:`~regioncount.networks.Program`) on inputs of degree 1."""
     after: dict[int, int] = {}
     decision: dict[int, int] = {}
     wall = 0
 
-    def note(op, dec: int, deg: list[int]) -> None:
-        nonlocal wall
-        wall = max(wall, dec)
-        decision[id(op)] = max(decision.get(id(op), 0), dec)
-        after[id(op)] = max(after.get(id(op), 0), max(deg, default=0))
-
     def run(ops, deg: list[int]) -> list[int]:
+        nonlocal wall
         for op in ops:
-            dec = 0
-            if isinstance(op, Affine):
-                deg = _reads(op.W.T, deg)
-            elif isinstance(op, ReLU):
-                dec = max(deg, default=0)
-            elif isinstance(op, GroupMax):
-                k = op.k
-                deg = [max(deg[u * k : (u + 1) * k]) for u in range(len(deg) // k)]
-                dec = max(deg, default=0)
-            elif isinstance(op, Attention):
-                new = [0] * len(deg)
-                for h in range(op.heads):
-                    dq = max(_reads(op.Wq[h], deg), default=0)
-                    dk = max(_reads(op.Wk[h], deg), default=0)
-                    score = dq + dk
-                    dec = max(dec, score)
-                    dv = max(_reads(op.Wv[h], deg), default=0)
-                    w = score + dv if op.sigma == "relu" else dv
-                    Wo = np.asarray(op.Wo[h], float)
-                    for c in range(len(deg)):
-                        if np.any(Wo[:, c]):
-                            new[c] = max(new[c], w)
-                deg = new
-            elif isinstance(op, Residual):
-                body = run(op.body, deg)
-                deg = [max(a, b) for a, b in zip(deg, body, strict=True)]
-            else:  # an op without a rule here: its declared facts, on its largest input degree
-                top = max(deg, default=0)
-                dec = op.decision_degree * top if op.records != "nothing" else 0
-                deg = [op.degree * top] * op.width_out(len(deg))
-            note(op, dec, deg)
+            if op.body_ops is not None:  # a residual: its body, then the larger of its input and the body's output
+                body = run(op.body_ops, deg)
+                dec, deg = 0, [max(a, b) for a, b in zip(deg, body, strict=True)]
+            else:
+                dec, deg = _RULES.get(op_key(op), _declared)(op, deg)
+            wall = max(wall, dec)
+            decision[id(op)] = max(decision.get(id(op), 0), dec)
+            after[id(op)] = max(after.get(id(op), 0), max(deg, default=0))
         return deg
 
     final = run(program.ops, [1] * program.input_dim)

@@ -272,7 +272,12 @@ def test_degree_cap_refuses_with_one_line():
 
 @pytest.mark.parametrize(
     "depth, seed",
-    [(1, 1), (2, 2), pytest.param(3, 3, marks=pytest.mark.slow), pytest.param(4, 7, marks=pytest.mark.slow)],
+    [
+        (1, 1),
+        pytest.param(2, 2, marks=pytest.mark.slow),
+        pytest.param(3, 3, marks=pytest.mark.slow),
+        pytest.param(4, 7, marks=pytest.mark.slow),
+    ],
 )
 def test_segments_cross_the_spline_pieces(depth, seed):
     """Along 200 random segments the line engine's pieces are the spline pieces the segment crosses, with

@@ -87,6 +87,7 @@ def test_scan_rows_are_the_same_with_worker_processes():
     assert spread[1]["random_exact"]["cells"][1] == partition_curved(net, Box(-1.0, 2.0, 2)).n_cells
 
 
+@pytest.mark.slow
 def test_scan_relu_attention_column_is_exact_up_to_its_depth():
     # tiny sizes: T = 2, d_model = 2; depth 1 counted by the certified curved engine (in worker jobs), depth 2
     # sampled only

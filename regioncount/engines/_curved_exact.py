@@ -579,6 +579,35 @@ class _ExactEngine:
             return self._pop(op, traps), False
         raise TypeError(type(op).__name__)
 
+    def _tournament(self, traps, k: int, value, diff, slot: int):
+        """Split ``traps`` by one maxout unit of ``k`` pieces and write its winner into code digit ``slot``.
+
+        The champion of each trapezoid starts as the best piece at its witness (``value(t, r, x, y)``, ties to
+        the lower index); each piece ``r`` in turn then splits every trapezoid by ``diff(t, c, r)``, champion
+        minus challenger (None where the two are identical: the lower index wins), and the challenger takes
+        the side where the difference is negative. Shared by the straight/conic maps and the polynomial maps."""
+        champs = []
+        for t in traps:
+            x, y = t.witness()
+            vals = [value(t, r, x, y) for r in range(k)]
+            champs.append(max(range(k), key=lambda r: (vals[r], -r)))
+        for r in range(k):
+            nt, nc = [], []
+            for t, c in zip(traps, champs):
+                d = None if c == r else diff(t, c, r)
+                if d is None:
+                    nt.append(t)
+                    nc.append(min(r, c))
+                    continue
+                for p, s in self.sp.split(t, d):
+                    nt.append(p)
+                    nc.append(r if s < 0 else c)
+            traps, champs = nt, nc
+            self._cap(traps)
+        for t, c in zip(traps, champs):
+            t.code[slot] = c
+        return traps
+
     def _group_max(self, op: GroupMax, traps):
         fl = _flint()
         T, k = self.T, op.k
@@ -588,31 +617,16 @@ class _ExactEngine:
         self.code_at += T * n
         for tok in range(T):
             for u in range(n):
-                champs = []
-                for t in traps:
-                    x, y = t.witness()
-                    vals = [al.value(self._line(t.M, tok, u * k + r), x, y) for r in range(k)]
-                    champs.append(max(range(k), key=lambda r: (vals[r], -r)))
-                for r in range(k):
-                    nt, nc = [], []
-                    for t, c in zip(traps, champs):
-                        if c == r:
-                            nt.append(t)
-                            nc.append(c)
-                            continue
-                        lc, lr = self._line(t.M, tok, u * k + c), self._line(t.M, tok, u * k + r)
-                        diff = tuple(p - q for p, q in zip(lc, lr))
-                        if all(v == 0 for v in diff):
-                            nt.append(t)
-                            nc.append(min(r, c))
-                            continue
-                        for p, s in self.sp.split(t, diff):
-                            nt.append(p)
-                            nc.append(r if s < 0 else c)
-                    traps, champs = nt, nc
-                    self._cap(traps)
-                for t, c in zip(traps, champs):
-                    t.code[off + tok * n + u] = c
+
+                def value(t, r, x, y, tok=tok, u=u):
+                    return al.value(self._line(t.M, tok, u * k + r), x, y)
+
+                def diff(t, c, r, tok=tok, u=u):  # None where the two pieces' lines are identical
+                    lc, lr = self._line(t.M, tok, u * k + c), self._line(t.M, tok, u * k + r)
+                    d = tuple(p - q for p, q in zip(lc, lr))
+                    return None if all(v == 0 for v in d) else d
+
+                traps = self._tournament(traps, k, value, diff, off + tok * n + u)
         cache: dict = {}
         for t in traps:
             ch = tuple(t.code[off : off + T * n])
@@ -805,26 +819,15 @@ class _ExactEngine:
             self.code_at += T * n
             for tok in range(T):
                 for u in range(n):
-                    champs = []
-                    for t in traps:
-                        x, y = t.witness()
-                        vals = [t.M[tok][u * k + r](x, y) for r in range(k)]
-                        champs.append(max(range(k), key=lambda r: (vals[r], -r)))
-                    for r in range(k):
-                        nt, nc = [], []
-                        for t, c in zip(traps, champs):
-                            diff = t.M[tok][u * k + c] - t.M[tok][u * k + r]
-                            if c == r or diff.is_zero():
-                                nt.append(t)
-                                nc.append(min(r, c))
-                                continue
-                            for p, s in self.sp.split(t, diff):
-                                nt.append(p)
-                                nc.append(r if s < 0 else c)
-                        traps, champs = nt, nc
-                        self._cap(traps)
-                    for t, c in zip(traps, champs):
-                        t.code[off + tok * n + u] = c
+
+                    def value(t, r, x, y, tok=tok, u=u):
+                        return t.M[tok][u * k + r](x, y)
+
+                    def diff(t, c, r, tok=tok, u=u):  # None where the two pieces' polynomials are identical
+                        d = t.M[tok][u * k + c] - t.M[tok][u * k + r]
+                        return None if d.is_zero() else d
+
+                    traps = self._tournament(traps, k, value, diff, off + tok * n + u)
             gm: dict = {}
             for t in traps:
                 ch = tuple(t.code[off : off + T * n])

@@ -42,13 +42,19 @@ def cubic_wall_net(heads, unit, readout_col=3):
     W2 = np.zeros((_D, 1))
     W2[readout_col, 0] = 1.0
     blk = Block(Wq, Wk, Wv, Wo, np.array([unit], float), np.zeros(1), W2, np.zeros(_D))
-    E = np.zeros((_D, 2))
+    return _one_token(_D, (blk,), readout_col)
+
+
+def _one_token(d, blocks, out):
+    """A one-token ReLU-attention Transformer of width ``d`` whose stream starts as ``(x, y, 1, 0, ...)`` and
+    whose readout is stream entry ``out``."""
+    E = np.zeros((d, 2))
     E[0, 0] = E[1, 1] = 1.0
-    P = np.zeros((1, _D))
+    P = np.zeros((1, d))
     P[0, 2] = 1.0
-    ro = np.zeros((1, _D))
-    ro[0, readout_col] = 1.0
-    return Transformer(E=E, P=P, blocks=(blk,), readout_W=ro, readout_b=np.zeros(1), attention="relu")
+    ro = np.zeros((1, d))
+    ro[0, out] = 1.0
+    return Transformer(E=E, P=P, blocks=blocks, readout_W=ro, readout_b=np.zeros(1), attention="relu")
 
 
 def folium(a):
@@ -102,14 +108,7 @@ def quartic_wall_net(values, query, C=2.0):
     Wv2[0, 2, 0] = 1.0
     Wo2[0, 0, out] = 1.0
     no_ffn = (np.zeros((0, d)), np.zeros(0), np.zeros((d, 0)), np.zeros(d))
-    blocks = (Block(Wq, Wk, Wv, Wo, *no_ffn), Block(Wq2, Wk2, Wv2, Wo2, *no_ffn))
-    E = np.zeros((d, 2))
-    E[0, 0] = E[1, 1] = 1.0
-    P = np.zeros((1, d))
-    P[0, 2] = 1.0
-    ro = np.zeros((1, d))
-    ro[0, out] = 1.0
-    return Transformer(E=E, P=P, blocks=blocks, readout_W=ro, readout_b=np.zeros(1), attention="relu")
+    return _one_token(d, (Block(Wq, Wk, Wv, Wo, *no_ffn), Block(Wq2, Wk2, Wv2, Wo2, *no_ffn)), out)
 
 
 def lemniscate(c):

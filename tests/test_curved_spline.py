@@ -298,6 +298,7 @@ def test_segments_cross_the_spline_pieces(depth, seed):
     _segments_match(net, cells, 200, depth)
 
 
+@pytest.mark.slow  # 3 s; the quartic's cells and areas are checked in the default run
 def test_segments_cross_the_quartic_wall():
     from test_curved_certified import _segments_match
 

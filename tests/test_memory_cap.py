@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 def test_guard_stops_a_growing_process_before_the_cap():
-    guard = MemoryGuard(rss_bytes() + 800 * 2**20).start()
+    guard = MemoryGuard(_cap_tripping_at(rss_bytes() + 800 * 2**20)).start()
     held = []
     try:
         with pytest.raises(KeyboardInterrupt):

@@ -167,7 +167,9 @@ def test_networks_pass_through_jit(name, in_x64):
     np.testing.assert_array_equal(_output(rebuilt), _output(net))
 
 
-@pytest.mark.parametrize("name", TRANSFORM_NETS)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "transformer" else n for n in TRANSFORM_NETS]
+)  # the transformer's is 4 s
 def test_grad_through_networks_matches_central_difference(name, in_x64):
     net = TRANSFORM_NETS[name]()
     grads = jax.grad(_output)(net)

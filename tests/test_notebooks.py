@@ -17,7 +17,8 @@ NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 CELL_TIMEOUT = 600
 #: Notebooks measured above 20 s on the 2-core CI machine (they still run in CI).
-SLOW = {"04_attention_spline", "06_digits_cnn", "08_training"}
+#: And the 5-8 s ones past the quickstart and the atlas, so the default run stays under 4 minutes.
+SLOW = {"02_maxout_emulation", "03_depth", "04_attention_spline", "05_relations", "06_digits_cnn", "08_training"}
 RUNS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in PATHS]
 
 

@@ -69,6 +69,7 @@ def test_depth_nine_construction_meets_thm44_exactly():
     assert row["constructed"] == row["constructed_linear"] == row["bound"] == 160_867
 
 
+@pytest.mark.slow  # 6-8 s: worker processes start JAX afresh
 def test_scan_rows_are_the_same_with_worker_processes():
     # the exact random column at every depth: one curved run per seed, in workers beside the sampling
     kw = dict(tokens=2, seeds=2, d_model=4, grid=40, exact_depth=3)

@@ -23,7 +23,9 @@ def test_torch_w100_d5_has_every_sliver():
     part = partition_plane(_data("torch_mlp_w100_d5_s0.npz"), Box([-2, -2], [2, 2]))
     assert part.n_regions == 46_122
     assert part.stats["min_area"] < 1e-12  # the regions a 1e-12 sliver threshold used to drop
-    assert 0 < part.stats["exact_predicates"] < part.stats["predicates"]
+    # the signs its vertex-radius test leaves open are settled by the three-line determinant filter here: no
+    # exact arithmetic is needed on this net (it was 16 predicates before that filter)
+    assert part.stats["exact_predicates"] < part.stats["predicates"]
 
 
 def test_torch_w16_d3_grows_to_the_whole_plane():

@@ -10,7 +10,15 @@ import numpy as np
 
 from ..._errors import InexactError
 from ..._memory import check_rss
-from ..._predicates import EPS, TINY, int_intersection, intersection, vertex_sign
+from ..._predicates import (
+    EPS,
+    TINY,
+    int_intersection,
+    intersection,
+    intersections_bounded,
+    vertex_sign,
+    vertex_signs_bounded,
+)
 from ...networks._ops import Program
 from .._exact import ExactMap, ExactReplay, exact_scores
 from ._maps import _token_column
@@ -99,19 +107,23 @@ class _Decisions:
         t1, t2 = tags[rr, prev], tags[rr, jj]
         l1, e1 = self._lookup(t1)
         l2, e2 = self._lookup(t2)
-        self.n_exact += rr.size
         lo_t, hi_t = np.minimum(t1, t2), np.maximum(t1, t2)
-        out = np.empty(rr.size, np.int8)
+        # the vertex is where its two edges' lines meet: the tested line's sign there is a 3x3 determinant of
+        # the three float lines, decided in floats wherever its bound allows (it does not inherit the vertex
+        # radius, which grows along a chain of cuts); exact arithmetic decides the rest
+        out = vertex_signs_bounded(l1, e1, l2, e2, w[rr], e[rr])
+        left = out == 2
+        self.n_exact += int(left.sum())
         # where the three float lines are exact, the float lines themselves decide (one test per distinct
         # vertex and line: a vertex is shared by the polygons around it)
-        cheap = (e1 == 0) & (e2 == 0) & (e[rr] == 0)
+        cheap = left & (e1 == 0) & (e2 == 0) & (e[rr] == 0)
         idx = np.flatnonzero(cheap)
         if idx.size:
             keys = np.concatenate([lo_t[idx, None], hi_t[idx, None], w[rr[idx]].view(np.int64)], axis=1)
             _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
             vals = np.array([vertex_sign(l1[idx[f]], l2[idx[f]], w[rr[idx[f]]]) for f in first], np.int8)
             out[idx] = vals[inv.ravel()]
-        idx = np.flatnonzero(~cheap)
+        idx = np.flatnonzero(left & ~cheap)
         if idx.size:
             # lines recomputed exactly from the weights; a tag names a line, not a side, so each row's sign is
             # turned to its own float line's orientation
@@ -133,17 +145,21 @@ class _Decisions:
         return sg
 
     def _exact_point(self, ta, tb):
-        """Float points ``(n, 2)`` nearest the exact intersections of the lines tagged ``ta`` and ``tb``, and the
-        radius ``(n,)`` that holds each exact point."""
+        """Float points ``(n, 2)`` at the exact intersections of the lines tagged ``ta`` and ``tb``, and the
+        radius ``(n,)`` that holds each exact point: from the float lines by Cramer's rule where its bound
+        proves the lines meet (:func:`intersections_bounded`), else the float point nearest the exact one
+        (from the float lines where those are exact, else from lines recomputed from the weights)."""
         l1, e1 = self._lookup(ta)
         l2, e2 = self._lookup(tb)
-        P = np.empty((ta.size, 2))
-        for n in range(ta.size):
-            if e1[n] == 0 and e2[n] == 0:
+        P, r = intersections_bounded(l1, e1, l2, e2)
+        exact_lines = (e1 == 0) & (e2 == 0)
+        for n in np.flatnonzero(exact_lines | ~np.isfinite(r)).tolist():
+            if exact_lines[n]:
                 P[n] = intersection(l1[n], l2[n])
             else:
                 P[n] = int_intersection(self._exact_line(int(ta[n])), self._exact_line(int(tb[n])))
-        return P, np.sqrt(np.sum(P**2, axis=1)) * (2 * EPS) + TINY
+            r[n] = np.sqrt(np.sum(P[n] ** 2)) * (2 * EPS) + TINY
+        return P, r
 
     def record(self, kind: str, start: int, count: int, **info):
         """Note that tags ``start .. start + count - 1`` belong to an op of ``kind`` at the current leaf, whose

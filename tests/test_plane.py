@@ -375,3 +375,27 @@ def test_shared_token_outputs_outside_a_residual():
         part = partition_plane(net, dom)
         assert part.n_regions > 1
         forward_check(part, net, dom)
+
+
+@pytest.mark.parametrize("k", [3, 5, 7])
+def test_argmax_line_classes_of_all_parents_at_once_equal_the_per_parent_search(k):
+    """The plane engine's argmax splitter names coincident boundary lines by one tag; with few pieces it
+    compares every parent's pairs at once. That must pick the same classes as the per-parent search."""
+    import regioncount.engines._plane._argmax as AR
+
+    rng = np.random.default_rng(k)
+    F = rng.normal(size=(600, 3, k))
+    F[::3, :, 1] = F[::3, :, 0]  # coincident pieces: every line against them coincides
+    F[::5, :, 2] = 2 * F[::5, :, 0] - F[::5, :, 1]  # three pieces through one line
+    F[::7] = 0.0  # degenerate: no line at all
+    F[::11, :2] = 0.0  # constant pieces: no line either
+    parents = np.unique(rng.integers(0, 600, 400))
+    together = AR._line_classes(F, parents, k)
+    per_parent = np.tile(np.arange(k * (k - 1) // 2), (600, 1))
+    for p in parents:
+        g = F[p][:, [a for b in range(k) for a in range(b)]] - F[p][:, [b for b in range(k) for _ in range(b)]]
+        norm = np.hypot(g[0], g[1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_parent[p] = AR._same_line_min(np.where(norm > 0, g / norm, np.nan), k * (k - 1) // 2)
+    assert np.array_equal(together, per_parent)
+    assert np.any(together != np.arange(k * (k - 1) // 2))  # some lines do coincide

@@ -134,7 +134,7 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     # first cell of each owner replaces it; the others are appended
     first = np.ones(owner.size, bool)
     first[1:] = owner[1:] != owner[:-1]
-    if np.unique(owner).size != Rc:
+    if int(first.sum()) != Rc:  # owner stays sorted (filtered from a repeat of 0..Rc-1): one run per owner
         raise RuntimeError("internal error: an argmax split left a region without a cell")
     rows = cand[owner[first]]
     st.set_rows(rows, V[first], nv[first], tg[first], Rv[first])
@@ -163,10 +163,26 @@ def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         n = np.where(norm[:, None] > 0, g / norm[:, None], np.nan)
     out = np.empty((parents.size, P), np.int64)
-    for i in range(parents.size):
-        out[i] = _same_line_min(n[i], P)
+    if P <= _SMALL_P:
+        # few pairs: the full (P, P) comparison of every parent at once, in blocks of parents (the same test
+        # as _same_line_min_blocks, without a Python call per parent)
+        step = max(1, _LINE_CLASS_BLOCK // (2 * 3 * 8 * P * P))
+        diag = np.arange(P)
+        for lo in range(0, parents.size, step):
+            blk = n[lo : lo + step]  # (m, 3, P)
+            same = np.all(np.abs(blk[:, :, :, None] - blk[:, :, None, :]) <= ALIAS_TOL, axis=1)
+            same |= np.all(np.abs(blk[:, :, :, None] + blk[:, :, None, :]) <= ALIAS_TOL, axis=1)
+            same[:, diag, diag] = True
+            out[lo : lo + step] = np.argmax(same, axis=2)
+    else:
+        for i in range(parents.size):
+            out[i] = _same_line_min(n[i], P)
     canon[parents] = out
     return canon
+
+
+#: Pair counts up to which :func:`_line_classes` compares all pairs of every parent at once.
+_SMALL_P = 21
 
 
 def _same_line_min(ni: np.ndarray, P: int) -> np.ndarray:

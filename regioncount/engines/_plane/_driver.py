@@ -239,7 +239,11 @@ def residual(eng: _Engine, op: Residual, A, bd: _Bounds):
         A = A_in.copy() if same else A_in[par]
         A_b.add_to(A)  # x + y == y + x exactly
     elif same:
-        A = _materialise(A_b) + A_in  # no region split: no gather
+        A = _materialise(A_b)  # no region split: no gather
+        if A is A_b and np.may_share_memory(A, A_in):
+            A = A + A_in
+        else:  # a fresh array of the body's: add in place (x + y == y + x exactly), no new store of maps
+            A += A_in
     else:
         A = A_in[par]  # a fresh array: add in place (x + y == y + x exactly)
         A += _materialise(A_b)

@@ -54,6 +54,8 @@ class _Store:
     def _widen(self, M: int):
         if M <= self.M:
             return
+        # a few slots at a time: each widening copies the whole store, and polygons gain vertices one by one
+        M = max(M, self.M + max(2, self.M // 4))
         cap = self.V.shape[0]
         V = np.empty((cap, M, 2))
         V[:, : self.M] = self.V

@@ -16,6 +16,7 @@ from ._affine_op import tightened
 from ._argmax import argmax_start, argmax_unit
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Tokens
+from ._polygon import _CHUNK
 
 
 @KERNELS.register("attention/hardmax")
@@ -118,7 +119,12 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
                         wts = tied / tied.sum(axis=1, keepdims=True)
                     G[j] = np.einsum("rj,rcjd->rcd", wts, VO[h])
                 done[rep[u]] = G.reshape(T * R0, 3, d)
-            parts[c] += np.take(done[rep[u]], digits[:, u] * R0 + anc, axis=0)
+            # in row chunks: a gathered copy of every region's head output would be a fresh array of the
+            # size of the result for every head (memory the system must map and zero each time)
+            src, idx = done[rep[u]], digits[:, u] * R0 + anc
+            step = max(1, _CHUNK // max(1, 3 * d))
+            for lo in range(0, R, step):
+                parts[c][lo : lo + step] += np.take(src, idx[lo : lo + step], axis=0)
         oa, oe, og, ou = heads_bd[h]
         if averaged:  # a mean of tied value rows: rounding, and no granularity to speak of
             oe = oe + gamma(T + 2) * oa + TINY

@@ -56,15 +56,18 @@ class _Store:
             return
         # a few slots at a time: each widening copies the whole store, and polygons gain vertices one by one
         M = max(M, self.M + max(2, self.M // 4))
-        cap = self.V.shape[0]
+        # only the rows in use are copied (rows past them are written whole before they are read), so the
+        # spare capacity stays untouched memory
+        cap, n = self.V.shape[0], self.n
         V = np.empty((cap, M, 2))
-        V[:, : self.M] = self.V
-        V[:, self.M :] = self.V[:, :1]
-        tag = np.full((cap, M), -1, np.int64)
-        tag[:, : self.M] = self.tag
+        V[:n, : self.M] = self.V[:n]
+        V[:n, self.M :] = self.V[:n, :1]
+        tag = np.empty((cap, M), np.int64)
+        tag[:n, : self.M] = self.tag[:n]
+        tag[:n, self.M :] = -1
         R = np.empty((cap, M))
-        R[:, : self.M] = self.R
-        R[:, self.M :] = self.R[:, :1]
+        R[:n, : self.M] = self.R[:n]
+        R[:n, self.M :] = self.R[:n, :1]
         self.V, self.tag, self.R = V, tag, R
 
     def _write(self, rows, Vc, nvc, tagc, Rc):
@@ -91,7 +94,7 @@ class _Store:
         need = self.n + m
         cap = self.V.shape[0]
         if need > cap:
-            new = max(need, cap + cap // 2, 64)
+            new = max(need, 2 * cap, 64)  # zero-filled on demand: the unused rows cost no memory until written
             self.V = _grow(self.V, new)
             self.nv = _grow(self.nv, new)
             self.tag = _grow(self.tag, new)

@@ -58,9 +58,14 @@ def _areas(V: np.ndarray) -> np.ndarray:
     """Signed (counter-clockwise positive) areas of padded polygons ``(N, M, 2)`` -> ``(N,)``.
 
     Coordinates are taken relative to the first vertex, so tiny polygons keep their relative accuracy."""
-    x = V[..., 0] - V[:, :1, 0]
-    y = V[..., 1] - V[:, :1, 1]
-    return 0.5 * np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
+    out = np.empty(V.shape[0])
+    step = max(1, _CHUNK // max(1, V.shape[1]))  # in row chunks: the temporaries stay in cache
+    for lo in range(0, V.shape[0], step):
+        W = V[lo : lo + step]
+        x = W[..., 0] - W[:, :1, 0]
+        y = W[..., 1] - W[:, :1, 1]
+        out[lo : lo + step] = 0.5 * np.sum(x[:, :-1] * y[:, 1:] - x[:, 1:] * y[:, :-1], axis=1)
+    return out
 
 
 def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):

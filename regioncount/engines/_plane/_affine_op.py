@@ -17,14 +17,17 @@ from ._maps import _affine, _Bounds, _Masked, _Tokens
 from ._polygon import _CHUNK
 
 
-def _magnitudes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _magnitudes(X: np.ndarray, on: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Over the rows of ``X (R, 3, ...)``: the largest ``|a1| + |a2| + |a0|`` and ``|a1| + |a2|`` per entry,
-    rounded up (each float sum of three magnitudes is within 2 EPS of the exact one)."""
+    rounded up (each float sum of three magnitudes is within 2 EPS of the exact one). Entries where the mask
+    ``on (R, 1, ...)`` is False count as zero."""
     full = np.zeros(X.shape[2:])
     u = np.zeros(X.shape[2:])
     step = max(1, _CHUNK // max(1, X[0].size if X.shape[0] else 1))
     for lo in range(0, X.shape[0], step):
         a = np.abs(X[lo : lo + step])
+        if on is not None:
+            a *= on[lo : lo + step]  # |x| * 1 = |x|, |x| * 0 = 0: the entries of where(on, X, 0), chunk by chunk
         s = a[:, 0] + a[:, 1]
         np.maximum(u, s.max(axis=0), out=u)
         s += a[:, 2]
@@ -42,7 +45,7 @@ def tightened(A, bd: _Bounds) -> _Bounds:
         # a mask only zeroes entries: those of a unit that is off on every descendant of a parent are zero
         R0, _, T, d = A.base.shape
         on = (A.fixed | A.cross).reshape(R0, 1, T, d)
-        full, u = _magnitudes(np.where(on, A.base, 0.0))
+        full, u = _magnitudes(A.base, on)
         # a unit off on every region is zero, exactly, in the float maps and in the exact ones
         off = ~np.any(on, axis=0)[0]
         eb, ge = np.where(off, 0.0, eb), np.where(off, ZERO_G, ge)

@@ -49,8 +49,13 @@ def _eval_bound(V: np.ndarray, R: np.ndarray, w: np.ndarray, e: np.ndarray):
 def _float_signs(s: np.ndarray, d: np.ndarray) -> np.ndarray:
     """+1 / -1 where the value is farther than its bound from zero, 0 where it is exactly zero (``d == 0``),
     and 2 where the float value cannot decide."""
-    sg = np.where(s > d, 1, np.where(s < -d, -1, 2)).astype(np.int8)
-    sg[(d == 0) & (s == 0)] = 0
+    pos = s > d
+    neg = s < -d
+    sg = pos.view(np.int8) - neg.view(np.int8)  # int8 from the start: no int64 temporaries
+    np.putmask(sg, ~(pos | neg), 2)
+    zero = d == 0
+    if zero.any():
+        sg[zero & (s == 0)] = 0
     return sg
 
 

@@ -112,11 +112,11 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
         sg = _float_signs(s, dv)
         inact = ~act_u[pj, j]
         sg[inact] = 1
-        und = np.flatnonzero(np.any(sg == 2, axis=1))
+        und = np.flatnonzero(sg.max(axis=1) == 2)  # signs are -1, 0, 1 or 2 (undecided)
         if und.size:
             sg[und] = eng.decide(sg[und], tg[und], nv[und], g[und], eg[und], newtag[und])
-        haspos = np.any(sg > 0, axis=1)
-        hasneg = np.any(sg < 0, axis=1)
+        haspos = sg.max(axis=1) > 0  # decided signs only now: -1, 0, 1
+        hasneg = sg.min(axis=1) < 0
         allzero = ~haspos & ~hasneg
         alive = np.where(allzero, j > r, haspos)
         clip = alive & hasneg

@@ -17,7 +17,10 @@ _FIRST_TAG = 4
 
 def _eval(V: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Values of the affine maps ``w (N, 3)`` at the vertices ``V (N, M, 2)`` -> ``(N, M)``."""
-    return V[..., 0] * w[:, 0, None] + V[..., 1] * w[:, 1, None] + w[:, 2, None]
+    s = V[..., 0] * w[:, 0, None]
+    s += V[..., 1] * w[:, 1, None]
+    s += w[:, 2, None]  # (x w0 + y w1) + w2, as written out
+    return s
 
 
 def _eval_bound(V: np.ndarray, R: np.ndarray, w: np.ndarray, e: np.ndarray):

@@ -146,8 +146,8 @@ def _relu_round(eng, cand, w, e, j, newtag):
     wn, en = w[near], e[near]
     s, dv = _eval_bound(V, Rv, wn, en)
     sg = eng.decide(_float_signs(s, dv), tg_n, nv_n, wn, en, newtag[near])
-    haspos = np.any(sg > 0, axis=1)
-    split = haspos & np.any(sg < 0, axis=1)
+    haspos = sg.max(axis=1) > 0  # decided signs: -1, 0, 1
+    split = haspos & (sg.min(axis=1) < 0)
     one[near[haspos & ~split]] = True
     idx = np.flatnonzero(split)
     if idx.size:

@@ -92,10 +92,13 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     r = np.tile(np.arange(k), Rc)
     keep = keep.reshape(-1)
     owner, r = owner[keep], r[keep]
-    V = st.V[cand][owner]
-    Rv = st.R[cand][owner]
-    nv = st.nv[cand][owner]
-    tg = st.tag[cand][owner]
+    # only as many slots as the widest candidate needs (the rest repeat the first vertex), one gather each
+    Mloc = int(st.nv[cand].max(initial=2)) + 1
+    src = cand[owner]
+    V = st.V[src, :Mloc]
+    Rv = st.R[src, :Mloc]
+    nv = st.nv[src]
+    tg = st.tag[src, :Mloc]
     canon = _line_classes(F_u, np.unique(par), k)
     for m in range(1, k):
         j = (r + m) % k

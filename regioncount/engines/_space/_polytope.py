@@ -30,7 +30,9 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         P.widen(M, Fn, slots=False)
     W = P.inc.shape[2]
     # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots
-    r, a, b = np.nonzero(pos[:, :, None] & neg[:, None, :])
+    # flat indices then divmod: the same pairs in the same (C) order as a 3-axis nonzero, at a third the cost
+    r, ab = np.divmod(np.flatnonzero(pos[:, :, None] & neg[:, None, :]), M * M)
+    a, b = np.divmod(ab, M)
     com = P.inc[r, a] & P.inc[r, b]
     ok = (np.bitwise_count(com[:, 0]) if W == 1 else _popcount(com)) >= k - 1
     r, a, b, com = r[ok], a[ok], b[ok], com[ok]
@@ -68,14 +70,15 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         Iall = np.concatenate([inc0[kr, kv], Xinc])[order]
         cnt = np.bincount(rid, minlength=n)
         Mo = int(cnt.max(initial=1))
-        pos_in = np.arange(rid.size) - (np.cumsum(cnt) - cnt)[rid]
+        start = np.cumsum(cnt) - cnt
+        pos_in = np.arange(rid.size) - start[rid]
+        # padding repeats vertex 0 (every part keeps at least one vertex): broadcast it, then the vertices
         Vo = np.empty((n, Mo, k1))
-        Io = np.zeros((n, Mo, W), np.uint64)
+        Io = np.empty((n, Mo, W), np.uint64)
+        Vo[:] = Vall[start][:, None, :]
+        Io[:] = Iall[start][:, None, :]
         Vo[rid, pos_in] = Vall
         Io[rid, pos_in] = Iall
-        pr, pc = np.nonzero(np.arange(Mo) >= cnt[:, None])
-        Vo[pr, pc] = Vo[pr, 0]
-        Io[pr, pc] = Io[pr, 0]
         Fo = max(F0, Fn)
         fidn = np.full((n, Fo), -1, np.int64)
         fidn[:, :F0] = P.fid

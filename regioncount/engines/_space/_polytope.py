@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._predicates import _gamma
-from ._store import _CHUNK, _WB, _bit, _Poly, _popcount, _unpack
+from ._store import _CHUNK, _WB, _balls_flat, _bit, _Poly, _popcount, _unpack
 
 
 def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray, sides=(1, -1)) -> list[_Poly]:
@@ -87,7 +87,8 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         fidn[np.arange(n), slot] = fid + (side < 0)
         fpln[np.arange(n), slot, : k + 1] = side * w[:, : k + 1]
         fpln[np.arange(n), slot, k + 1] = w[:, k + 1]
-        out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1))
+        cen, rad = _balls_flat(Vall, start, cnt)
+        out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1, cen, rad))
     return out
 
 

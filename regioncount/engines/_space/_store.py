@@ -140,7 +140,10 @@ class _Store:
         self.fpl[rows, :F] = P.fpl
         self.fpl[rows, F:] = 0
         self.nf[rows] = P.nf
-        self.cen[rows], self.rad[rows] = _balls(P.V, P.nv)
+        if P.cen is not None and P.rad is not None:
+            self.cen[rows], self.rad[rows] = P.cen, P.rad
+        else:
+            self.cen[rows], self.rad[rows] = _balls(P.V, P.nv)
 
     def append(self, P: _Poly, src_rows) -> np.ndarray:
         self._settle()
@@ -283,6 +286,17 @@ def _lastmax_abs(X: np.ndarray) -> np.ndarray:
     return out
 
 
+def _balls_flat(Vall: np.ndarray, start: np.ndarray, cnt: np.ndarray):
+    """:func:`_balls` from flat vertex lists: ``Vall (m, k+1)`` holds polytope ``i``'s ``cnt[i] >= 1`` vertices from
+    row ``start[i]`` on (no padding to read). The centre is the vertex mean (summed in another order than
+    :func:`_balls`: any centre serves, the radius is measured from it)."""
+    X = Vall[:, :-1]
+    ctr = np.add.reduceat(X, start, axis=0) / cnt[:, None]
+    rid = np.repeat(np.arange(cnt.size), cnt)
+    dist = np.sqrt(_lastsum((X - ctr[rid]) ** 2)) + Vall[:, -1]
+    return ctr, np.maximum.reduceat(dist, start) * (1 + 1e-12)
+
+
 def _balls(V: np.ndarray, nv: np.ndarray):
     """Vertex mean ``(n, k)`` (an interior point) and the radius of a ball around it that holds the polytope
     and its exact vertices (``V (n, M, k+1)``: coordinates and each vertex's error bound)."""
@@ -316,6 +330,7 @@ def _concat(parts: list[_Poly]) -> _Poly:
     W = max(-(-F // _WB), max(p.inc.shape[2] for p in parts))
     ws = [p.widened(M, F) for p in parts]
     inc = [np.concatenate([p.inc, np.zeros(p.inc.shape[:2] + (W - p.inc.shape[2],), np.uint64)], axis=2) for p in ws]
+    balls = all(p.cen is not None and p.rad is not None for p in ws)
     return _Poly(
         np.concatenate([p.V for p in ws]),
         np.concatenate(inc),
@@ -323,12 +338,16 @@ def _concat(parts: list[_Poly]) -> _Poly:
         np.concatenate([p.fid for p in ws]),
         np.concatenate([p.fpl for p in ws]),
         np.concatenate([p.nf for p in ws]),
+        np.concatenate([p.cen for p in ws]) if balls else None,  # type: ignore[misc]
+        np.concatenate([p.rad for p in ws]) if balls else None,  # type: ignore[misc]
     )
 
 
 @dataclasses.dataclass
 class _Poly:
-    """A batch of padded polytopes (the store's row layout, without balls and parents)."""
+    """A batch of padded polytopes (the store's row layout, without parents). ``cen, rad``: the enclosing balls
+    (:func:`_balls`' contract), where the batch's maker computed them (a cut, from its flat vertex lists), else
+    None (the store computes them when the batch is written)."""
 
     V: np.ndarray
     inc: np.ndarray
@@ -336,11 +355,16 @@ class _Poly:
     fid: np.ndarray
     fpl: np.ndarray
     nf: np.ndarray
+    cen: np.ndarray | None = None
+    rad: np.ndarray | None = None
 
     def select(self, m) -> _Poly:
-        return _Poly(self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m])
+        cen = None if self.cen is None else self.cen[m]
+        rad = None if self.rad is None else self.rad[m]
+        return _Poly(self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m], cen, rad)
 
     def assign(self, m, P: _Poly):
+        self.cen = self.rad = None  # some rows change: the balls are recomputed when the batch is written
         self.widen(P.V.shape[1], P.fid.shape[1])
         P = P.widened(self.V.shape[1], self.fid.shape[1])
         self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m] = (
@@ -353,7 +377,7 @@ class _Poly:
         )
 
     def widened(self, M: int, F: int) -> _Poly:
-        P = _Poly(self.V, self.inc, self.nv, self.fid, self.fpl, self.nf)
+        P = _Poly(self.V, self.inc, self.nv, self.fid, self.fpl, self.nf, self.cen, self.rad)
         P.widen(M, F)
         return P
 

@@ -15,7 +15,7 @@ from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, gamma
 from ...networks._ops import GroupMax, Program
 from .._exact import ExactMap, ExactReplay
-from ._store import _lastmax_abs, _lastsum, _Poly, _unpack
+from ._store import _lastdot, _lastmax_abs, _lastsum, _Poly, _unpack
 
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
 SNAP = tol.SPACE_SNAP
@@ -158,8 +158,8 @@ def float_values(X: np.ndarray, wl: np.ndarray, w0: np.ndarray) -> tuple[np.ndar
     order). The bound covers rounding only: callers add the coefficients' error and the points' distance to
     their exact positions. One block for the engine's signs and the certificate's vertex and witness checks."""
     k = X.shape[-1]
-    s = np.einsum("nmk,nk->nm", X, wl) + w0[:, None]
-    r = _gamma(k + 2) * (np.einsum("nmk,nk->nm", np.abs(X), np.abs(wl)) + np.abs(w0)[:, None])
+    s = _lastdot(X, wl[:, None, :]) + w0[:, None]
+    r = _gamma(k + 2) * (_lastdot(np.abs(X), np.abs(wl)[:, None, :]) + np.abs(w0)[:, None])
     return s, r
 
 

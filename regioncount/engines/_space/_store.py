@@ -278,6 +278,24 @@ def _lastsum(X: np.ndarray) -> np.ndarray:
     return out
 
 
+def _lastdot(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sum_i X[..., i] w[..., i]`` over a short last axis (``w`` broadcast against ``X``), column by column: the
+    products summed in two interleaved partial sums ``(p0 + p2 + ...) + (p1 + p3 + ...)``, the order NumPy's
+    ``einsum`` takes for these shapes on this project's machines (any order serves: every error bound here
+    holds for all summation orders); without ``einsum``'s per-row overhead on 2 to 4 terms (``einsum`` beyond)."""
+    k = X.shape[-1]
+    if k < 2 or k > 4:
+        return np.einsum("...k,...k->...", X, w)
+    even = X[..., 0] * w[..., 0]
+    odd = X[..., 1] * w[..., 1]
+    for i in range(2, k):
+        if i % 2:
+            odd += X[..., i] * w[..., i]
+        else:
+            even += X[..., i] * w[..., i]
+    return even + odd
+
+
 def _lastmax_abs(X: np.ndarray) -> np.ndarray:
     """``np.abs(X).max(axis=-1)``, column by column (a maximum is exact in any order)."""
     out = np.abs(X[..., 0])

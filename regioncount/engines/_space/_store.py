@@ -202,24 +202,33 @@ class _Store:
         fpl = np.zeros((self.V.shape[0], F2, k + 2))
         for keep, lo in zip(keeps, range(0, n, step), strict=True):
             hi = min(n, lo + step)
-            # the kept slots of each region, first and in their order (stable), then padding
+            src_rows = np.arange(lo, hi) if perm is None else perm[lo:hi]
+            # the kept slots of each region, first and in their order, then padding: flat (row, slot) -> column
             nk = keep.sum(axis=1)
-            order = np.argsort(~keep, axis=1, kind="stable")[:, :F2]
-            if order.shape[1] < F2:
-                order = np.concatenate([order, np.zeros((hi - lo, F2 - order.shape[1]), order.dtype)], axis=1)
-            kept = np.arange(F2) < nk[:, None]
-            sl = src(lo, hi)
-            # the real vertices only (flat), then padding repeats vertex 0
-            rr, mm = np.nonzero(np.arange(M) < self.nv[lo:hi, None])
-            bits = np.take_along_axis(_unpack8(self.inc[sl][rr, mm], self.F), order[rr], axis=1)
-            bits &= kept.view(np.uint8)[rr]
+            kr, ks = np.nonzero(keep)
+            dest = np.cumsum(keep, axis=1)[kr, ks] - 1
+            newpos = np.full(keep.shape, -1, np.int64)
+            newpos[kr, ks] = dest
+            fidb = np.full((hi - lo, F2), -1, np.int64)
+            fidb[kr, dest] = self.fid[src_rows[kr], ks]
+            fid[lo:hi] = fidb
+            fplb = np.zeros((hi - lo, F2, k + 2))
+            fplb[kr, dest] = self.fpl[src_rows[kr], ks]
+            fpl[lo:hi] = fplb
+            # the real vertices only (flat): each set bit of a kept slot moves to its column; padding repeats
+            # vertex 0
+            nvb = self.nv[lo:hi]
+            rr, mm = np.nonzero(np.arange(M) < nvb[:, None])
+            vi, vs = np.divmod(np.flatnonzero(_unpack8(self.inc[src_rows[rr], mm], self.F)), self.F)
+            d = newpos[rr[vi], vs]
+            on = d >= 0
+            bits = np.zeros((rr.size, F2), np.uint8)
+            bits[vi[on], d[on]] = 1
+            words = _pack(bits, W2)
             block = np.empty((hi - lo, M, W2), np.uint64)
-            block[rr, mm] = _pack(bits, W2)
-            pr, pc = np.nonzero(np.arange(M) >= self.nv[lo:hi, None])
-            block[pr, pc] = block[pr, 0]
+            block[:] = words[np.cumsum(nvb) - nvb][:, None, :]
+            block[rr, mm] = words
             inc[lo:hi] = block
-            fid[lo:hi] = np.where(kept, np.take_along_axis(self.fid[sl], order, axis=1), -1)
-            fpl[lo:hi] = np.where(kept[:, :, None], np.take_along_axis(self.fpl[sl], order[:, :, None], axis=1), 0.0)
             self.nf[lo:hi] = nk
         V = np.empty((self.V.shape[0], M, k + 1))
         V[:n] = self.V[src(0, n), :M]  # rows from n on are unset: the store writes every row it adds

@@ -16,7 +16,7 @@ from ...results._polytopes import Polytopes
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
-from ._store import _WB, _balls, _pack, _Store
+from ._store import _WB, _balls, _lastsum, _pack, _Store
 
 
 class _Engine(_Decisions):
@@ -182,16 +182,16 @@ def partition_space(
     valid = np.arange(st.M) < st.nv[:n, None]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(st.nv[:n], out=offsets[1:])
-    verts = c + h * st.V[:n][valid][:, :k]
+    verts = c + h * st.V[:n, :, :k][valid]
     inc = st.inc[:n][valid]
     Mn = A[:, :, program.out_token, :].transpose(0, 2, 1)  # (R, out, k+1) in normalised u
     maps = np.empty_like(Mn)
     maps[..., :k] = Mn[..., :k] / h
-    maps[..., k] = Mn[..., k] - (Mn[..., :k] * (c / h)).sum(axis=-1)
-    fpl = st.fpl[:n, :, : k + 1].copy()
-    planes = np.empty_like(fpl)
+    maps[..., k] = Mn[..., k] - _lastsum(Mn[..., :k] * (c / h))
+    fpl = st.fpl[:n]
+    planes = np.empty(fpl.shape[:2] + (k + 1,))
     planes[..., :k] = fpl[..., :k] / h
-    planes[..., k] = fpl[..., k] - (fpl[..., :k] * (c / h)).sum(axis=-1)
+    planes[..., k] = fpl[..., k] - _lastsum(fpl[..., :k] * (c / h))  # the same sums as .sum(axis=-1)
     return Polytopes(
         domain,
         verts,

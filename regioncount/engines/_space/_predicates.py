@@ -267,24 +267,31 @@ class _Decisions:
         bound) on polytopes ``P``. A float value is trusted when it exceeds its error bound: rounding of the
         evaluation, the plane's coefficient error, and the vertex's distance to the exact vertex times the
         plane's gradient (and at least ``SNAP`` of the plane's size); the rest are decided exactly."""
+        return self.vertex_signs(P.V, P.nv, par, w, plane_fid, lambda r, v: (P.inc[r, v], P.fid[r]))
+
+    def vertex_signs(self, V, nv, par, w, plane_fid, slots):
+        """:meth:`signs` on vertices ``V (n, M, k+1)`` (``nv`` of each row real); ``slots(r, v)`` gives the
+        incidence words of vertices ``(r, v)`` and their rows' slot ids, read only for the signs decided
+        exactly (a caller holding just the vertices need not copy the rest)."""
         k = self.k
-        X, verr = P.V[..., :k], P.V[..., k]
+        X, verr = V[..., :k], V[..., k]
         wl, w0, werr = w[:, :k], w[:, k], w[:, k + 1]
         s, rounding = float_values(X, wl, w0)
         big = np.maximum(1.0, _lastmax_abs(X))
         tol = (rounding + werr[:, None] * big + (np.sqrt(_lastsum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
         tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
         sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
-        valid = np.arange(P.V.shape[1]) < P.nv[:, None]
+        valid = np.arange(V.shape[1]) < nv[:, None]
         amb_r, amb_v = np.nonzero((np.abs(s) <= tol) & valid)
         if amb_r.size:
             # decide each distinct vertex once (padding repeats vertex 0, which is decided already)
-            sg[amb_r, amb_v] = self.exact_signs(par[amb_r], P.inc[amb_r, amb_v], P.fid[amb_r], plane_fid[amb_r])
+            inc, fid = slots(amb_r, amb_v)
+            sg[amb_r, amb_v] = self.exact_signs(par[amb_r], inc, fid, plane_fid[amb_r])
             # keep the float value only where it has the exact sign (it places new vertices on edges);
             # elsewhere a tiny value of the exact sign puts the crossing at that vertex, to float precision
             e, f = sg[amb_r, amb_v], s[amb_r, amb_v]
             s[amb_r, amb_v] = np.where(np.sign(f) == e, f, e * 1e-300)
-        sg[~valid] = sg[:, :1].repeat(P.V.shape[1], axis=1)[~valid]
+        sg[~valid] = sg[:, :1].repeat(V.shape[1], axis=1)[~valid]
         return s, sg
 
     def _margin(self, scale, werr):

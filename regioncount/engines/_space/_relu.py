@@ -32,9 +32,13 @@ def _sides(eng: _Engine, Af: np.ndarray, fam: _Family, werr: np.ndarray):
     for lo in range(0, p.size, step):
         for g, Mg in _size_groups(st.nv[p[lo : lo + step]], st.M):
             pp, jj = p[lo : lo + step][g], j[lo : lo + step][g]
-            P = st.take(pp, Mg)
+            V = st.vertices(pp, Mg)  # the vertices only: the slots are read for exact signs alone
+
+            def slots(r, v, pp=pp):
+                return st.inc[pp[r], v], st.fid[pp[r]]
+
             w = np.concatenate([Af[pp, :, jj], werr[jj, None]], axis=1)
-            _, sg = eng.signs(P, pp, w, 2 * (fam.base + pp * D + jj))
+            _, sg = eng.vertex_signs(V, st.nv[pp], pp, w, 2 * (fam.base + pp * D + jj), slots)
             pos[pp, jj] = np.any(sg > 0, axis=1)
             neg[pp, jj] = np.any(sg < 0, axis=1)
     return pos, neg

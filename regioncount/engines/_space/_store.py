@@ -174,6 +174,11 @@ class _Store:
         F = max(1, int(nf.max(initial=1)))  # the slots from nf on are empty: the batch needs none beyond
         return _Poly(V, inc, self.nv[rows], self.fid[rows, :F], self.fpl[rows, :F], nf)
 
+    def vertices(self, rows, M: int) -> np.ndarray:
+        """The vertex rows ``(n, M, k+1)`` of ``rows`` (the vertex axis cut to ``M``, as :meth:`take`)."""
+        self._settle()
+        return self.V[rows, :M]
+
     def compact(self):
         """Drop constraint slots that lie on fewer than ``k`` vertices (they bound no facet) and shrink the
         padded axes; keeps memory per region proportional to its actual size."""

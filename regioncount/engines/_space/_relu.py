@@ -95,14 +95,19 @@ def _relu_round(eng: _Engine, cand, par, w, j, fid):
         for g, Mg in _size_groups(st.nv[cand[chunk]], st.M):
             nr = chunk[g]
             rows = cand[nr]
-            P = st.take(rows, Mg)
-            s, sg = eng.signs(P, par[nr], w[nr], fid[nr])
+
+            def slots(r, v, rows=rows):
+                return st.inc[rows[r], v], st.fid[rows[r]]
+
+            # the vertices of every near region; the whole polytope only of those the plane splits
+            s, sg = eng.vertex_signs(st.vertices(rows, Mg), st.nv[rows], par[nr], w[nr], fid[nr], slots)
             haspos = np.any(sg > 0, axis=1)
             split = haspos & np.any(sg < 0, axis=1)
             one[nr[haspos]] = True
             idx = np.flatnonzero(split)
             if idx.size:
-                Pp, Pm = _cut(P.select(idx), s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
+                P = st.take(rows[idx], Mg)
+                Pp, Pm = _cut(P, s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
                 st.write(rows[idx], Pp)
                 negs.append((g[idx], Pm, rows[idx]))
         if negs:

@@ -203,4 +203,19 @@ def partition_space(
         facet_planes=planes,
         exact_decisions=eng.exact_calls,
         program=program,
+        float_output=_float_output(program, Mn, eng.E),
     )
+
+
+#: ops whose float maps the engine's bound ``E`` covers with the code's own decisions (hardmax attention averages
+#: keys tied within SNAP, a tolerance: its maps are not offered to the linear merge)
+_BOUNDED = frozenset({"affine", "relu", "groupmax", "residual"})
+
+
+def _float_output(program: Program, Mn: np.ndarray, E: np.ndarray):
+    """The output maps ``Mn (R, d_out, k+1)`` in the normalised coordinates (an exact affine image of the
+    domain's: ``u = c + h t`` in rationals) as ``(R, k+1, d_out)``, and the engine's bound on every coefficient's
+    error (the l1 bound of each output entry, valid on every region), or None where an op is not covered."""
+    if any(op.key not in _BOUNDED for op, _, _ in walk_widths(program)):
+        return None
+    return np.ascontiguousarray(Mn.transpose(0, 2, 1)), np.asarray(E[program.out_token], dtype=np.float64).copy()

@@ -214,12 +214,8 @@ class _Store:
             dest = np.cumsum(keep, axis=1)[kr, ks] - 1
             newpos = np.full(keep.shape, -1, np.int64)
             newpos[kr, ks] = dest
-            fidb = np.full((hi - lo, F2), -1, np.int64)
-            fidb[kr, dest] = self.fid[src_rows[kr], ks]
-            fid[lo:hi] = fidb
-            fplb = np.zeros((hi - lo, F2, k + 2))
-            fplb[kr, dest] = self.fpl[src_rows[kr], ks]
-            fpl[lo:hi] = fplb
+            fid[lo + kr, dest] = self.fid[src_rows[kr], ks]  # straight into the new arrays (-1 and 0 beyond)
+            fpl[lo + kr, dest] = self.fpl[src_rows[kr], ks]
             # the real vertices only (flat): each set bit of a kept slot moves to its column; padding repeats
             # vertex 0
             nvb = self.nv[lo:hi]
@@ -230,10 +226,9 @@ class _Store:
             bits = np.zeros((rr.size, F2), np.uint8)
             bits[vi[on], d[on]] = 1
             words = _pack(bits, W2)
-            block = np.empty((hi - lo, M, W2), np.uint64)
+            block = inc[lo:hi]
             block[:] = words[np.cumsum(nvb) - nvb][:, None, :]
             block[rr, mm] = words
-            inc[lo:hi] = block
             self.nf[lo:hi] = nk
         V = np.empty((self.V.shape[0], M, k + 1))
         V[:n] = self.V[src(0, n), :M]  # rows from n on are unset: the store writes every row it adds

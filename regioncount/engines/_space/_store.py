@@ -220,12 +220,15 @@ class _Store:
             # vertex 0
             nvb = self.nv[lo:hi]
             rr, mm = np.nonzero(np.arange(M) < nvb[:, None])
-            vi, vs = np.divmod(np.flatnonzero(_unpack8(self.inc[src_rows[rr], mm], self.F)), self.F)
-            d = newpos[rr[vi], vs]
-            on = d >= 0
-            bits = np.zeros((rr.size, F2), np.uint8)
-            bits[vi[on], d[on]] = 1
-            words = _pack(bits, W2)
+            if self.W == 1 and W2 == 1:
+                words = _remap_bits(self.inc[src_rows[rr], mm, 0], newpos, rr)[:, None]
+            else:
+                vi, vs = np.divmod(np.flatnonzero(_unpack8(self.inc[src_rows[rr], mm], self.F)), self.F)
+                d = newpos[rr[vi], vs]
+                on = d >= 0
+                bits = np.zeros((rr.size, F2), np.uint8)
+                bits[vi[on], d[on]] = 1
+                words = _pack(bits, W2)
             block = inc[lo:hi]
             block[:] = words[np.cumsum(nvb) - nvb][:, None, :]
             block[rr, mm] = words
@@ -233,6 +236,26 @@ class _Store:
         V = np.empty((self.V.shape[0], M, k + 1))
         V[:n] = self.V[src(0, n), :M]  # rows from n on are unset: the store writes every row it adds
         self.V, self.inc, self.fid, self.fpl = V, inc, fid, fpl
+
+
+def _remap_bits(words: np.ndarray, newpos: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """One-word incidence masks ``words (m,)`` with each set bit ``s`` moved to ``newpos[row, s]`` (dropped where
+    that is -1), taking one lowest set bit of every word per pass (a vertex lies on a few slots: few passes),
+    instead of unpacking all 64 bits of every word."""
+    out = np.zeros(words.shape, np.uint64)
+    w = words.copy()
+    idx = np.flatnonzero(w)
+    one = np.uint64(1)
+    while idx.size:
+        x = w[idx]
+        low = x & (~x + one)  # the lowest set bit
+        d = newpos[row[idx], np.bitwise_count(low - one).astype(np.int64)]
+        ok = d >= 0
+        out[idx[ok]] |= np.left_shift(one, d[ok].astype(np.uint64))
+        x ^= low
+        w[idx] = x
+        idx = idx[x != 0]
+    return out
 
 
 def _on_at_least(inc: np.ndarray, nv: np.ndarray, k: int) -> np.ndarray:

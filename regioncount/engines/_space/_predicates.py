@@ -156,7 +156,8 @@ def float_values(X: np.ndarray, wl: np.ndarray, w0: np.ndarray) -> tuple[np.ndar
     (hyperplane ``i`` at the points of row ``i``) and a rigorous bound on their rounding,
     ``gamma_(k+2) (|w| . |x| + |w0|)`` (an inner product of ``k`` terms plus the constant, any summation
     order). The bound covers rounding only: callers add the coefficients' error and the points' distance to
-    their exact positions. One block for the engine's signs and the certificate's vertex and witness checks."""
+    their exact positions. The certificate's vertex and witness checks use it; the engine's vertex signs take the
+    same values with the one-pass bound ``gamma_(k+2) (max_i |x_i| |w|_1 + |w0|)`` (:meth:`_Decisions.vertex_signs`)."""
     k = X.shape[-1]
     s = _lastdot(X, wl[:, None, :]) + w0[:, None]
     r = _gamma(k + 2) * (_lastdot(np.abs(X), np.abs(wl)[:, None, :]) + np.abs(w0)[:, None])
@@ -276,8 +277,12 @@ class _Decisions:
         k = self.k
         X, verr = V[..., :k], V[..., k]
         wl, w0, werr = w[:, :k], w[:, k], w[:, k + 1]
-        s, rounding = float_values(X, wl, w0)
-        big = np.maximum(1.0, _lastmax_abs(X))
+        # float_values' value, and its rounding bound with |w| . |x| <= max_i |x_i| |w|_1 (the vertices' largest
+        # coordinate is needed below anyway): looser by at most k, one pass fewer over the vertices
+        s = _lastdot(X, wl[:, None, :]) + w0[:, None]
+        mx = _lastmax_abs(X)
+        rounding = _gamma(k + 2) * (mx * _lastsum(np.abs(wl))[:, None] + np.abs(w0)[:, None])
+        big = np.maximum(1.0, mx)
         tol = (rounding + werr[:, None] * big + (np.sqrt(_lastsum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
         tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
         sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)

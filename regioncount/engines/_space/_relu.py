@@ -108,7 +108,7 @@ def _relu_round(eng: _Engine, cand, par, w, j, fid):
             if idx.size:
                 P = st.take(rows[idx], Mg)
                 Pp, Pm = _cut(P, s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
-                st.write(rows[idx], Pp)
+                st.write(rows[idx], Pp, new_slot=P.nf)  # P came from these rows: only the cut's slot is new
                 negs.append((g[idx], Pm, rows[idx]))
         if negs:
             # the negative parts are appended in the chunk's order, whatever the groups; each copies its

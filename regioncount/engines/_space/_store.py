@@ -125,7 +125,9 @@ class _Store:
             fpl[:n, : self.F] = self.fpl[:n]
             self.fid, self.fpl = fid, fpl
 
-    def write(self, rows, P: _Poly):
+    def write(self, rows, P: _Poly, new_slot: np.ndarray | None = None):
+        """Write batch ``P`` into ``rows``. ``new_slot (n,)``: the rows' slot arrays already equal ``P``'s except
+        at that one slot per row (a cut's part that replaces its polytope: only the cut's slot is written)."""
         self._settle()
         self._shape(P.V.shape[1], P.fid.shape[1])
         M, F, W = P.V.shape[1], P.fid.shape[1], P.inc.shape[2]
@@ -135,10 +137,15 @@ class _Store:
         self.inc[rows, :M, W:] = 0
         self.inc[rows, M:] = self.inc[rows, :1]
         self.nv[rows] = P.nv
-        self.fid[rows, :F] = P.fid
-        self.fid[rows, F:] = -1
-        self.fpl[rows, :F] = P.fpl
-        self.fpl[rows, F:] = 0
+        if new_slot is None:
+            self.fid[rows, :F] = P.fid
+            self.fid[rows, F:] = -1
+            self.fpl[rows, :F] = P.fpl
+            self.fpl[rows, F:] = 0
+        else:
+            at = np.arange(len(new_slot))
+            self.fid[rows, new_slot] = P.fid[at, new_slot]
+            self.fpl[rows, new_slot] = P.fpl[at, new_slot]
         self.nf[rows] = P.nf
         if P.cen is not None and P.rad is not None:
             self.cen[rows], self.rad[rows] = P.cen, P.rad

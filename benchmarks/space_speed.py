@@ -5,7 +5,9 @@ uniform in +-1/sqrt(fan_in): ``random_mlp(q, widths, init="torch")``, fixed seed
 the issue's torch seeds): 3->16x3 on [-2,2]^3, 4->10x2 on [-1,1]^4 and [-2,2]^4, 3->8x4 on [-2,2]^3 and
 3->32x3 on [-1,1]^3 (28,154 regions). For each net: regions, CPU seconds (``time.process_time``) and wall
 of ``partition_space`` (best of ``--repeat`` warm calls: import and first-call costs are left out, as they
-are for edge subdivision), microseconds of CPU per region, and the same for edge subdivision where
+are for edge subdivision), microseconds of CPU per region, the linear-region merge alone (``linear_regions``
+on a fresh partition) and the whole library count (``count_regions(..., method="exact")``: partition, linear
+regions, the record) with its CPU per region, and the same for edge subdivision where
 ``benchmarks/edge_subdivision.py`` (our float32 implementation of Berzins 2023) is present beside this
 script, with both counts (edge subdivision is float32, so a count may differ on hard nets; these agree).
 
@@ -34,7 +36,21 @@ CASES = [
     (3, (8, 8, 8, 8), 2.0, 0),
     (3, (32, 32, 32), 1.0, 0),
 ]
-HEAD = ["net", "box", "regions", "cpu_s", "wall_s", "us_per_region", "es_regions", "es_cpu_s", "es_wall_s", "ratio"]
+HEAD = [
+    "net",
+    "box",
+    "regions",
+    "cpu_s",
+    "wall_s",
+    "us_per_region",
+    "linear_cpu_s",
+    "count_cpu_s",
+    "count_us_per_region",
+    "es_regions",
+    "es_cpu_s",
+    "es_wall_s",
+    "ratio",
+]
 
 
 def _best(fn, repeat: int):
@@ -50,11 +66,14 @@ def _best(fn, repeat: int):
 
 
 def one(q: int, widths, side: float, seed: int, repeat: int) -> dict:
-    from regioncount import Box, partition_space, random_mlp
+    from regioncount import Box, count_regions, partition_space, random_mlp
 
     net = random_mlp(q, list(widths), 1, seed=seed, init="torch")
     box = Box(-side, side, q)
     part, cpu, wall = _best(lambda: partition_space(net, box), repeat)
+    # the linear-region merge alone (on fresh partitions: it is cached), and the whole library count
+    lin_cpu = min(_best(partition_space(net, box).linear_regions, 1)[1] for _ in range(repeat))
+    _, count_cpu, _ = _best(lambda: count_regions(net, box, method="exact"), repeat)
     row = {
         "net": f"{q}->{'x'.join(map(str, widths))}",
         "box": f"[-{side:g},{side:g}]^{q}",
@@ -63,6 +82,9 @@ def one(q: int, widths, side: float, seed: int, repeat: int) -> dict:
         "wall_s": round(wall, 4),
         "us_per_region": round(1e6 * cpu / part.n_regions, 1),
         "exact_decisions": part.exact_decisions,
+        "linear_cpu_s": round(lin_cpu, 4),
+        "count_cpu_s": round(count_cpu, 4),
+        "count_us_per_region": round(1e6 * count_cpu / part.n_regions, 1),
     }
     if edge_subdivision is not None:
         Ws, bs = [np.asarray(W) for W in net.weights[:-1]], [np.asarray(b) for b in net.biases[:-1]]

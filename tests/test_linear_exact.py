@@ -163,3 +163,33 @@ def test_the_engine_maps_decide_linear_regions_on_a_slice():
     lab, _ = _recomposed_labels(part)
     assert np.array_equal(part.linear_region_labels(), lab)
     assert part.linear_regions() < part.n_regions
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_space_engine_maps_find_the_pairs_the_recomposed_maps_decide(seed):
+    from regioncount.engines._space import partition_space
+
+    net = random_mlp(3, [8, 7], seed=seed)
+    W = [w.copy() for w in net.weights]
+    W[2][:, :3] = 0.0  # three last-layer units feed nothing: crossing them keeps the map
+    W[1][:2, :] = 0.0  # two units of the last hidden layer are constants
+    net = MLP(tuple(W), net.biases)
+    poly = partition_space(net, Box(-2, 2, 3))
+    assert poly._float_output is not None
+    got = poly.linear_region_labels()  # first: before the adjacency below is cached (the general path then)
+    assert poly.stats["linear_pairs"] > 0
+    lab, _ = _recomposed_labels(poly)
+    assert np.array_equal(got, lab)
+    assert poly.linear_regions() < poly.n_regions  # the case has merges to decide
+
+
+def test_the_space_engine_maps_skip_the_recomposition_where_no_maps_can_be_equal():
+    from regioncount.engines._space import partition_space
+
+    poly = partition_space(random_mlp(3, [8, 8], seed=1, init="torch"), Box(-2, 2, 3))
+    got = poly.linear_region_labels()
+    assert "linear_pairs" not in poly.stats  # no candidate pair: nothing recomputed from the codes
+    lab, rec = _recomposed_labels(poly)
+    assert np.array_equal(got, lab)
+    assert rec["linear_pairs"] > 0  # the general path decides every neighbour pair
+    assert poly.linear_regions() == poly.n_regions

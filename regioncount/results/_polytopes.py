@@ -46,6 +46,7 @@ class Polytopes:
         facet_planes,
         exact_decisions=0,
         program=None,
+        float_output=None,
     ):
         self.domain = domain
         self.k = int(np.asarray(vertices).shape[1])
@@ -73,6 +74,11 @@ class Polytopes:
         self._linear: np.ndarray | None = None
         #: how the linear-region merge decided its pairs (filled when linear regions are asked for)
         self.stats: dict = {}
+        #: the engine's float output maps ``(R, c, d_out)`` in coordinates that are an exact invertible affine
+        #: image of the domain's, and a bound ``(d_out,)``, valid on every region, on each coefficient's error
+        #: (or None): the linear merge finds its candidate pairs from these, so that where no two regions'
+        #: maps can be equal it recomputes no maps from the codes
+        self._float_output = float_output
 
     # -- basics --------------------------------------------------------------------------------------
 
@@ -348,6 +354,11 @@ class Polytopes:
                 from ._linear import candidate_labels, linear_labels, output_maps
 
                 x0, V = self.domain.input_map()
+                if self._float_output is not None and self._adjacency is None:
+                    self._linear = self._linear_from_engine_maps(x0, V)
+                    if self._linear is not None:
+                        self._linear.setflags(write=False)
+                        return self._linear
                 F, Eb = output_maps(self.program, self.codes, x0, V)
                 grids = candidate_labels(F, Eb) if F is not None else [None]
                 if any(g is None for g in grids) or self._adjacency is not None:
@@ -382,6 +393,35 @@ class Polytopes:
         diff = np.abs(Mn[E[:, 0]] - Mn[E[:, 1]]).sum(axis=-1).max(axis=-1) if Mn.shape[1] else np.zeros(len(E))
         same = diff <= rtol * np.maximum(size[E[:, 0]], size[E[:, 1]])
         return _components(R, E[same])
+
+    def _linear_from_engine_maps(self, x0, V) -> np.ndarray | None:
+        """Exact linear-region labels with candidate pairs from the engine's float maps (``_float_output``):
+        the two grid labellings of :func:`~._linear.candidate_labels` hold every pair whose exact maps can be
+        equal, whatever the coordinates and however loose the (uniform) bound; the neighbours so found are
+        decided as always, on maps recomputed from the codes of just their regions (tight per-region bounds,
+        then rational arithmetic). None where the bound is unusable (the caller takes the general path)."""
+        from ._linear import candidate_labels, linear_labels, output_maps
+
+        Fe, Ee = self._float_output
+        R = self.n_regions
+        grids = candidate_labels(Fe, np.broadcast_to(Ee, (R, Ee.shape[0])))
+        if any(g is None for g in grids):
+            return None
+        # a pair shares a label: where every region's label is its own, a grid offers none
+        found = [self._find_adjacency(g) for g in grids if np.unique(g).size < R]
+        if not any(p.size for p in found):
+            return np.arange(R)
+        pairs = np.unique(np.concatenate(found), axis=0)
+        need = np.unique(pairs)
+        codes = self.codes
+        F, Eb = output_maps(self.program, codes[need], x0, V)
+        fm = None
+        if F is not None:  # rows of the regions in no pair are never read
+            Ff = np.zeros((R,) + F.shape[1:])
+            Ef = np.full((R,) + Eb.shape[1:], np.inf)
+            Ff[need], Ef[need] = F, Eb
+            fm = (Ff, Ef)
+        return linear_labels(R, pairs, self.program, codes, x0, V, self.stats, fm)
 
     def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""

@@ -16,7 +16,7 @@ from ...results._polytopes import Polytopes
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
-from ._store import _WB, _balls, _pack, _Store
+from ._store import _WB, _balls, _lastsum, _pack, _Store
 
 
 class _Engine(_Decisions):
@@ -182,16 +182,16 @@ def partition_space(
     valid = np.arange(st.M) < st.nv[:n, None]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(st.nv[:n], out=offsets[1:])
-    verts = c + h * st.V[:n][valid][:, :k]
+    verts = c + h * st.V[:n, :, :k][valid]
     inc = st.inc[:n][valid]
     Mn = A[:, :, program.out_token, :].transpose(0, 2, 1)  # (R, out, k+1) in normalised u
     maps = np.empty_like(Mn)
     maps[..., :k] = Mn[..., :k] / h
-    maps[..., k] = Mn[..., k] - (Mn[..., :k] * (c / h)).sum(axis=-1)
-    fpl = st.fpl[:n, :, : k + 1].copy()
-    planes = np.empty_like(fpl)
+    maps[..., k] = Mn[..., k] - _lastsum(Mn[..., :k] * (c / h))
+    fpl = st.fpl[:n]
+    planes = np.empty(fpl.shape[:2] + (k + 1,))
     planes[..., :k] = fpl[..., :k] / h
-    planes[..., k] = fpl[..., k] - (fpl[..., :k] * (c / h)).sum(axis=-1)
+    planes[..., k] = fpl[..., k] - _lastsum(fpl[..., :k] * (c / h))  # the same sums as .sum(axis=-1)
     return Polytopes(
         domain,
         verts,
@@ -203,4 +203,19 @@ def partition_space(
         facet_planes=planes,
         exact_decisions=eng.exact_calls,
         program=program,
+        float_output=_float_output(program, Mn, eng.E),
     )
+
+
+#: ops whose float maps the engine's bound ``E`` covers with the code's own decisions (hardmax attention averages
+#: keys tied within SNAP, a tolerance: its maps are not offered to the linear merge)
+_BOUNDED = frozenset({"affine", "relu", "groupmax", "residual"})
+
+
+def _float_output(program: Program, Mn: np.ndarray, E: np.ndarray):
+    """The output maps ``Mn (R, d_out, k+1)`` in the normalised coordinates (an exact affine image of the
+    domain's: ``u = c + h t`` in rationals) as ``(R, k+1, d_out)``, and the engine's bound on every coefficient's
+    error (the l1 bound of each output entry, valid on every region), or None where an op is not covered."""
+    if any(op.key not in _BOUNDED for op, _, _ in walk_widths(program)):
+        return None
+    return np.ascontiguousarray(Mn.transpose(0, 2, 1)), np.asarray(E[program.out_token], dtype=np.float64).copy()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._predicates import _gamma
-from ._store import _CHUNK, _WB, _bit, _Poly, _popcount, _unpack
+from ._store import _CHUNK, _WB, _balls_flat, _bit, _lastdot, _lastmax_abs, _lastsum, _Poly, _popcount, _unpack
 
 
 def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray, sides=(1, -1)) -> list[_Poly]:
@@ -30,7 +30,9 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         P.widen(M, Fn, slots=False)
     W = P.inc.shape[2]
     # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots
-    r, a, b = np.nonzero(pos[:, :, None] & neg[:, None, :])
+    # flat indices then divmod: the same pairs in the same (C) order as a 3-axis nonzero, at a third the cost
+    r, ab = np.divmod(np.flatnonzero(pos[:, :, None] & neg[:, None, :]), M * M)
+    a, b = np.divmod(ab, M)
     com = P.inc[r, a] & P.inc[r, b]
     ok = (np.bitwise_count(com[:, 0]) if W == 1 else _popcount(com)) >= k - 1
     r, a, b, com = r[ok], a[ok], b[ok], com[ok]
@@ -68,14 +70,15 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         Iall = np.concatenate([inc0[kr, kv], Xinc])[order]
         cnt = np.bincount(rid, minlength=n)
         Mo = int(cnt.max(initial=1))
-        pos_in = np.arange(rid.size) - (np.cumsum(cnt) - cnt)[rid]
+        start = np.cumsum(cnt) - cnt
+        pos_in = np.arange(rid.size) - start[rid]
+        # padding repeats vertex 0 (every part keeps at least one vertex): broadcast it, then the vertices
         Vo = np.empty((n, Mo, k1))
-        Io = np.zeros((n, Mo, W), np.uint64)
+        Io = np.empty((n, Mo, W), np.uint64)
+        Vo[:] = Vall[start][:, None, :]
+        Io[:] = Iall[start][:, None, :]
         Vo[rid, pos_in] = Vall
         Io[rid, pos_in] = Iall
-        pr, pc = np.nonzero(np.arange(Mo) >= cnt[:, None])
-        Vo[pr, pc] = Vo[pr, 0]
-        Io[pr, pc] = Io[pr, 0]
         Fo = max(F0, Fn)
         fidn = np.full((n, Fo), -1, np.int64)
         fidn[:, :F0] = P.fid
@@ -84,7 +87,8 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         fidn[np.arange(n), slot] = fid + (side < 0)
         fpln[np.arange(n), slot, : k + 1] = side * w[:, : k + 1]
         fpln[np.arange(n), slot, k + 1] = w[:, k + 1]
-        out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1))
+        cen, rad = _balls_flat(Vall, start, cnt)
+        out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1, cen, rad))
     return out
 
 
@@ -172,10 +176,10 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray | tuple, planes: np.ndarray |
     else:
         rows = np.take_along_axis(planes, first[..., None], axis=1)  # (n, k, k+2)
     A, b, e = rows[..., :k], rows[..., k], rows[..., k + 1]
-    big = np.maximum(1.0, np.abs(X).max(axis=1))
-    val = np.einsum("nfk,nk->nf", A, X) + b
-    rho = np.abs(val) + _gamma(k + 2) * (np.einsum("nfk,nk->nf", np.abs(A), np.abs(X)) + np.abs(b)) + e * big[:, None]
-    rho = np.sqrt((rho**2).sum(axis=1)) * (1 + 1e-12)
+    big = np.maximum(1.0, _lastmax_abs(X))
+    val = _lastdot(A, X[:, None, :]) + b
+    rho = np.abs(val) + _gamma(k + 2) * (_lastdot(np.abs(A), np.abs(X)[:, None, :]) + np.abs(b)) + e * big[:, None]
+    rho = np.sqrt(_lastsum(rho**2)) * (1 + 1e-12)
     out = np.full(n, np.inf)
     if k in (3, 4):
         # sigma_min >= |det A| / (sigma_1 ... sigma_(k-1)) >= |det A| / |A|_F^(k-1), with the determinant's
@@ -185,10 +189,14 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray | tuple, planes: np.ndarray |
         # rows' sums, at most rows 1-3 of |A|), then 4 products summed: at most gamma_10 times the product of
         # the row sums of |A| (gamma_4 + gamma_5 + gamma_4 gamma_5 <= gamma_9)
         det = _det(A)
-        det_err = _gamma(5 if k == 3 else 10) * np.prod(np.abs(A).sum(axis=2), axis=1)
+        rs = _lastsum(np.abs(A))  # row sums of |A|, then their product
+        prod = rs[:, 0].copy()
+        for i in range(1, k):
+            prod *= rs[:, i]
+        det_err = _gamma(5 if k == 3 else 10) * prod
         fro = np.sqrt((A**2).sum(axis=(1, 2)))
         smin = (np.abs(det) - det_err) / np.maximum(fro, 1e-300) ** (k - 1) * (1 - 1e-12)
-        smin -= np.sqrt((e**2).sum(axis=1)) * (1 + 1e-12)
+        smin -= np.sqrt(_lastsum(e**2)) * (1 + 1e-12)
     else:
         smin = np.zeros(n)  # k >= 5: always the eigenvalue bound below
     ok = smin > 0

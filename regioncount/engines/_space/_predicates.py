@@ -15,7 +15,7 @@ from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, gamma
 from ...networks._ops import GroupMax, Program
 from .._exact import ExactMap, ExactReplay
-from ._store import _lastmax_abs, _lastsum, _Poly, _unpack
+from ._store import _lastdot, _lastmax_abs, _lastsum, _Poly, _unpack
 
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
 SNAP = tol.SPACE_SNAP
@@ -156,10 +156,11 @@ def float_values(X: np.ndarray, wl: np.ndarray, w0: np.ndarray) -> tuple[np.ndar
     (hyperplane ``i`` at the points of row ``i``) and a rigorous bound on their rounding,
     ``gamma_(k+2) (|w| . |x| + |w0|)`` (an inner product of ``k`` terms plus the constant, any summation
     order). The bound covers rounding only: callers add the coefficients' error and the points' distance to
-    their exact positions. One block for the engine's signs and the certificate's vertex and witness checks."""
+    their exact positions. The certificate's vertex and witness checks use it; the engine's vertex signs take the
+    same values with the one-pass bound ``gamma_(k+2) (max_i |x_i| |w|_1 + |w0|)`` (:meth:`_Decisions.vertex_signs`)."""
     k = X.shape[-1]
-    s = np.einsum("nmk,nk->nm", X, wl) + w0[:, None]
-    r = _gamma(k + 2) * (np.einsum("nmk,nk->nm", np.abs(X), np.abs(wl)) + np.abs(w0)[:, None])
+    s = _lastdot(X, wl[:, None, :]) + w0[:, None]
+    r = _gamma(k + 2) * (_lastdot(np.abs(X), np.abs(wl)[:, None, :]) + np.abs(w0)[:, None])
     return s, r
 
 
@@ -267,24 +268,35 @@ class _Decisions:
         bound) on polytopes ``P``. A float value is trusted when it exceeds its error bound: rounding of the
         evaluation, the plane's coefficient error, and the vertex's distance to the exact vertex times the
         plane's gradient (and at least ``SNAP`` of the plane's size); the rest are decided exactly."""
+        return self.vertex_signs(P.V, P.nv, par, w, plane_fid, lambda r, v: (P.inc[r, v], P.fid[r]))
+
+    def vertex_signs(self, V, nv, par, w, plane_fid, slots):
+        """:meth:`signs` on vertices ``V (n, M, k+1)`` (``nv`` of each row real); ``slots(r, v)`` gives the
+        incidence words of vertices ``(r, v)`` and their rows' slot ids, read only for the signs decided
+        exactly (a caller holding just the vertices need not copy the rest)."""
         k = self.k
-        X, verr = P.V[..., :k], P.V[..., k]
+        X, verr = V[..., :k], V[..., k]
         wl, w0, werr = w[:, :k], w[:, k], w[:, k + 1]
-        s, rounding = float_values(X, wl, w0)
-        big = np.maximum(1.0, _lastmax_abs(X))
+        # float_values' value, and its rounding bound with |w| . |x| <= max_i |x_i| |w|_1 (the vertices' largest
+        # coordinate is needed below anyway): looser by at most k, one pass fewer over the vertices
+        s = _lastdot(X, wl[:, None, :]) + w0[:, None]
+        mx = _lastmax_abs(X)
+        rounding = _gamma(k + 2) * (mx * _lastsum(np.abs(wl))[:, None] + np.abs(w0)[:, None])
+        big = np.maximum(1.0, mx)
         tol = (rounding + werr[:, None] * big + (np.sqrt(_lastsum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
         tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
         sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
-        valid = np.arange(P.V.shape[1]) < P.nv[:, None]
+        valid = np.arange(V.shape[1]) < nv[:, None]
         amb_r, amb_v = np.nonzero((np.abs(s) <= tol) & valid)
         if amb_r.size:
             # decide each distinct vertex once (padding repeats vertex 0, which is decided already)
-            sg[amb_r, amb_v] = self.exact_signs(par[amb_r], P.inc[amb_r, amb_v], P.fid[amb_r], plane_fid[amb_r])
+            inc, fid = slots(amb_r, amb_v)
+            sg[amb_r, amb_v] = self.exact_signs(par[amb_r], inc, fid, plane_fid[amb_r])
             # keep the float value only where it has the exact sign (it places new vertices on edges);
             # elsewhere a tiny value of the exact sign puts the crossing at that vertex, to float precision
             e, f = sg[amb_r, amb_v], s[amb_r, amb_v]
             s[amb_r, amb_v] = np.where(np.sign(f) == e, f, e * 1e-300)
-        sg[~valid] = sg[:, :1].repeat(P.V.shape[1], axis=1)[~valid]
+        sg[~valid] = sg[:, :1].repeat(V.shape[1], axis=1)[~valid]
         return s, sg
 
     def _margin(self, scale, werr):

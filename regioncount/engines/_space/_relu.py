@@ -32,9 +32,13 @@ def _sides(eng: _Engine, Af: np.ndarray, fam: _Family, werr: np.ndarray):
     for lo in range(0, p.size, step):
         for g, Mg in _size_groups(st.nv[p[lo : lo + step]], st.M):
             pp, jj = p[lo : lo + step][g], j[lo : lo + step][g]
-            P = st.take(pp, Mg)
+            V = st.vertices(pp, Mg)  # the vertices only: the slots are read for exact signs alone
+
+            def slots(r, v, pp=pp):
+                return st.inc[pp[r], v], st.fid[pp[r]]
+
             w = np.concatenate([Af[pp, :, jj], werr[jj, None]], axis=1)
-            _, sg = eng.signs(P, pp, w, 2 * (fam.base + pp * D + jj))
+            _, sg = eng.vertex_signs(V, st.nv[pp], pp, w, 2 * (fam.base + pp * D + jj), slots)
             pos[pp, jj] = np.any(sg > 0, axis=1)
             neg[pp, jj] = np.any(sg < 0, axis=1)
     return pos, neg
@@ -91,15 +95,20 @@ def _relu_round(eng: _Engine, cand, par, w, j, fid):
         for g, Mg in _size_groups(st.nv[cand[chunk]], st.M):
             nr = chunk[g]
             rows = cand[nr]
-            P = st.take(rows, Mg)
-            s, sg = eng.signs(P, par[nr], w[nr], fid[nr])
+
+            def slots(r, v, rows=rows):
+                return st.inc[rows[r], v], st.fid[rows[r]]
+
+            # the vertices of every near region; the whole polytope only of those the plane splits
+            s, sg = eng.vertex_signs(st.vertices(rows, Mg), st.nv[rows], par[nr], w[nr], fid[nr], slots)
             haspos = np.any(sg > 0, axis=1)
             split = haspos & np.any(sg < 0, axis=1)
             one[nr[haspos]] = True
             idx = np.flatnonzero(split)
             if idx.size:
-                Pp, Pm = _cut(P.select(idx), s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
-                st.write(rows[idx], Pp)
+                P = st.take(rows[idx], Mg)
+                Pp, Pm = _cut(P, s[idx], sg[idx], w[nr[idx]], fid[nr[idx]])
+                st.write(rows[idx], Pp, new_slot=P.nf)  # P came from these rows: only the cut's slot is new
                 negs.append((g[idx], Pm, rows[idx]))
         if negs:
             # the negative parts are appended in the chunk's order, whatever the groups; each copies its

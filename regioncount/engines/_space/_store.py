@@ -125,7 +125,9 @@ class _Store:
             fpl[:n, : self.F] = self.fpl[:n]
             self.fid, self.fpl = fid, fpl
 
-    def write(self, rows, P: _Poly):
+    def write(self, rows, P: _Poly, new_slot: np.ndarray | None = None):
+        """Write batch ``P`` into ``rows``. ``new_slot (n,)``: the rows' slot arrays already equal ``P``'s except
+        at that one slot per row (a cut's part that replaces its polytope: only the cut's slot is written)."""
         self._settle()
         self._shape(P.V.shape[1], P.fid.shape[1])
         M, F, W = P.V.shape[1], P.fid.shape[1], P.inc.shape[2]
@@ -135,12 +137,20 @@ class _Store:
         self.inc[rows, :M, W:] = 0
         self.inc[rows, M:] = self.inc[rows, :1]
         self.nv[rows] = P.nv
-        self.fid[rows, :F] = P.fid
-        self.fid[rows, F:] = -1
-        self.fpl[rows, :F] = P.fpl
-        self.fpl[rows, F:] = 0
+        if new_slot is None:
+            self.fid[rows, :F] = P.fid
+            self.fid[rows, F:] = -1
+            self.fpl[rows, :F] = P.fpl
+            self.fpl[rows, F:] = 0
+        else:
+            at = np.arange(len(new_slot))
+            self.fid[rows, new_slot] = P.fid[at, new_slot]
+            self.fpl[rows, new_slot] = P.fpl[at, new_slot]
         self.nf[rows] = P.nf
-        self.cen[rows], self.rad[rows] = _balls(P.V, P.nv)
+        if P.cen is not None and P.rad is not None:
+            self.cen[rows], self.rad[rows] = P.cen, P.rad
+        else:
+            self.cen[rows], self.rad[rows] = _balls(P.V, P.nv)
 
     def append(self, P: _Poly, src_rows) -> np.ndarray:
         self._settle()
@@ -171,6 +181,11 @@ class _Store:
         F = max(1, int(nf.max(initial=1)))  # the slots from nf on are empty: the batch needs none beyond
         return _Poly(V, inc, self.nv[rows], self.fid[rows, :F], self.fpl[rows, :F], nf)
 
+    def vertices(self, rows, M: int) -> np.ndarray:
+        """The vertex rows ``(n, M, k+1)`` of ``rows`` (the vertex axis cut to ``M``, as :meth:`take`)."""
+        self._settle()
+        return self.V[rows, :M]
+
     def compact(self):
         """Drop constraint slots that lie on fewer than ``k`` vertices (they bound no facet) and shrink the
         padded axes; keeps memory per region proportional to its actual size."""
@@ -199,28 +214,55 @@ class _Store:
         fpl = np.zeros((self.V.shape[0], F2, k + 2))
         for keep, lo in zip(keeps, range(0, n, step), strict=True):
             hi = min(n, lo + step)
-            # the kept slots of each region, first and in their order (stable), then padding
+            src_rows = np.arange(lo, hi) if perm is None else perm[lo:hi]
+            # the kept slots of each region, first and in their order, then padding: flat (row, slot) -> column
             nk = keep.sum(axis=1)
-            order = np.argsort(~keep, axis=1, kind="stable")[:, :F2]
-            if order.shape[1] < F2:
-                order = np.concatenate([order, np.zeros((hi - lo, F2 - order.shape[1]), order.dtype)], axis=1)
-            kept = np.arange(F2) < nk[:, None]
-            sl = src(lo, hi)
-            # the real vertices only (flat), then padding repeats vertex 0
-            rr, mm = np.nonzero(np.arange(M) < self.nv[lo:hi, None])
-            bits = np.take_along_axis(_unpack8(self.inc[sl][rr, mm], self.F), order[rr], axis=1)
-            bits &= kept.view(np.uint8)[rr]
-            block = np.empty((hi - lo, M, W2), np.uint64)
-            block[rr, mm] = _pack(bits, W2)
-            pr, pc = np.nonzero(np.arange(M) >= self.nv[lo:hi, None])
-            block[pr, pc] = block[pr, 0]
-            inc[lo:hi] = block
-            fid[lo:hi] = np.where(kept, np.take_along_axis(self.fid[sl], order, axis=1), -1)
-            fpl[lo:hi] = np.where(kept[:, :, None], np.take_along_axis(self.fpl[sl], order[:, :, None], axis=1), 0.0)
+            kr, ks = np.nonzero(keep)
+            dest = np.cumsum(keep, axis=1)[kr, ks] - 1
+            newpos = np.full(keep.shape, -1, np.int64)
+            newpos[kr, ks] = dest
+            fid[lo + kr, dest] = self.fid[src_rows[kr], ks]  # straight into the new arrays (-1 and 0 beyond)
+            fpl[lo + kr, dest] = self.fpl[src_rows[kr], ks]
+            # the real vertices only (flat): each set bit of a kept slot moves to its column; padding repeats
+            # vertex 0
+            nvb = self.nv[lo:hi]
+            rr, mm = np.nonzero(np.arange(M) < nvb[:, None])
+            if self.W == 1 and W2 == 1:
+                words = _remap_bits(self.inc[src_rows[rr], mm, 0], newpos, rr)[:, None]
+            else:
+                vi, vs = np.divmod(np.flatnonzero(_unpack8(self.inc[src_rows[rr], mm], self.F)), self.F)
+                d = newpos[rr[vi], vs]
+                on = d >= 0
+                bits = np.zeros((rr.size, F2), np.uint8)
+                bits[vi[on], d[on]] = 1
+                words = _pack(bits, W2)
+            block = inc[lo:hi]
+            block[:] = words[np.cumsum(nvb) - nvb][:, None, :]
+            block[rr, mm] = words
             self.nf[lo:hi] = nk
         V = np.empty((self.V.shape[0], M, k + 1))
         V[:n] = self.V[src(0, n), :M]  # rows from n on are unset: the store writes every row it adds
         self.V, self.inc, self.fid, self.fpl = V, inc, fid, fpl
+
+
+def _remap_bits(words: np.ndarray, newpos: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """One-word incidence masks ``words (m,)`` with each set bit ``s`` moved to ``newpos[row, s]`` (dropped where
+    that is -1), taking one lowest set bit of every word per pass (a vertex lies on a few slots: few passes),
+    instead of unpacking all 64 bits of every word."""
+    out = np.zeros(words.shape, np.uint64)
+    w = words.copy()
+    idx = np.flatnonzero(w)
+    one = np.uint64(1)
+    while idx.size:
+        x = w[idx]
+        low = x & (~x + one)  # the lowest set bit
+        d = newpos[row[idx], np.bitwise_count(low - one).astype(np.int64)]
+        ok = d >= 0
+        out[idx[ok]] |= np.left_shift(one, d[ok].astype(np.uint64))
+        x ^= low
+        w[idx] = x
+        idx = idx[x != 0]
+    return out
 
 
 def _on_at_least(inc: np.ndarray, nv: np.ndarray, k: int) -> np.ndarray:
@@ -275,12 +317,41 @@ def _lastsum(X: np.ndarray) -> np.ndarray:
     return out
 
 
+def _lastdot(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sum_i X[..., i] w[..., i]`` over a short last axis (``w`` broadcast against ``X``), column by column: the
+    products summed in two interleaved partial sums ``(p0 + p2 + ...) + (p1 + p3 + ...)``, the order NumPy's
+    ``einsum`` takes for these shapes on this project's machines (any order serves: every error bound here
+    holds for all summation orders); without ``einsum``'s per-row overhead on 2 to 4 terms (``einsum`` beyond)."""
+    k = X.shape[-1]
+    if k < 2 or k > 4:
+        return np.einsum("...k,...k->...", X, w)
+    even = X[..., 0] * w[..., 0]
+    odd = X[..., 1] * w[..., 1]
+    for i in range(2, k):
+        if i % 2:
+            odd += X[..., i] * w[..., i]
+        else:
+            even += X[..., i] * w[..., i]
+    return even + odd
+
+
 def _lastmax_abs(X: np.ndarray) -> np.ndarray:
     """``np.abs(X).max(axis=-1)``, column by column (a maximum is exact in any order)."""
     out = np.abs(X[..., 0])
     for i in range(1, X.shape[-1]):
         np.maximum(out, np.abs(X[..., i]), out=out)
     return out
+
+
+def _balls_flat(Vall: np.ndarray, start: np.ndarray, cnt: np.ndarray):
+    """:func:`_balls` from flat vertex lists: ``Vall (m, k+1)`` holds polytope ``i``'s ``cnt[i] >= 1`` vertices from
+    row ``start[i]`` on (no padding to read). The centre is the vertex mean (summed in another order than
+    :func:`_balls`: any centre serves, the radius is measured from it)."""
+    X = Vall[:, :-1]
+    ctr = np.add.reduceat(X, start, axis=0) / cnt[:, None]
+    rid = np.repeat(np.arange(cnt.size), cnt)
+    dist = np.sqrt(_lastsum((X - ctr[rid]) ** 2)) + Vall[:, -1]
+    return ctr, np.maximum.reduceat(dist, start) * (1 + 1e-12)
 
 
 def _balls(V: np.ndarray, nv: np.ndarray):
@@ -316,6 +387,7 @@ def _concat(parts: list[_Poly]) -> _Poly:
     W = max(-(-F // _WB), max(p.inc.shape[2] for p in parts))
     ws = [p.widened(M, F) for p in parts]
     inc = [np.concatenate([p.inc, np.zeros(p.inc.shape[:2] + (W - p.inc.shape[2],), np.uint64)], axis=2) for p in ws]
+    balls = all(p.cen is not None and p.rad is not None for p in ws)
     return _Poly(
         np.concatenate([p.V for p in ws]),
         np.concatenate(inc),
@@ -323,12 +395,16 @@ def _concat(parts: list[_Poly]) -> _Poly:
         np.concatenate([p.fid for p in ws]),
         np.concatenate([p.fpl for p in ws]),
         np.concatenate([p.nf for p in ws]),
+        np.concatenate([p.cen for p in ws]) if balls else None,  # type: ignore[misc]
+        np.concatenate([p.rad for p in ws]) if balls else None,  # type: ignore[misc]
     )
 
 
 @dataclasses.dataclass
 class _Poly:
-    """A batch of padded polytopes (the store's row layout, without balls and parents)."""
+    """A batch of padded polytopes (the store's row layout, without parents). ``cen, rad``: the enclosing balls
+    (:func:`_balls`' contract), where the batch's maker computed them (a cut, from its flat vertex lists), else
+    None (the store computes them when the batch is written)."""
 
     V: np.ndarray
     inc: np.ndarray
@@ -336,11 +412,16 @@ class _Poly:
     fid: np.ndarray
     fpl: np.ndarray
     nf: np.ndarray
+    cen: np.ndarray | None = None
+    rad: np.ndarray | None = None
 
     def select(self, m) -> _Poly:
-        return _Poly(self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m])
+        cen = None if self.cen is None else self.cen[m]
+        rad = None if self.rad is None else self.rad[m]
+        return _Poly(self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m], cen, rad)
 
     def assign(self, m, P: _Poly):
+        self.cen = self.rad = None  # some rows change: the balls are recomputed when the batch is written
         self.widen(P.V.shape[1], P.fid.shape[1])
         P = P.widened(self.V.shape[1], self.fid.shape[1])
         self.V[m], self.inc[m], self.nv[m], self.fid[m], self.fpl[m], self.nf[m] = (
@@ -353,7 +434,7 @@ class _Poly:
         )
 
     def widened(self, M: int, F: int) -> _Poly:
-        P = _Poly(self.V, self.inc, self.nv, self.fid, self.fpl, self.nf)
+        P = _Poly(self.V, self.inc, self.nv, self.fid, self.fpl, self.nf, self.cen, self.rad)
         P.widen(M, F)
         return P
 

@@ -325,6 +325,7 @@ def cli(capsys):
     return call
 
 
+@pytest.mark.slow  # 4 s
 def test_cli_count_decision_through_points(cnn_files, tmp_path, cli):
     import json
 

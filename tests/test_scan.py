@@ -10,6 +10,7 @@ from regioncount.theory import maxout_lower, transformer_maxout_lower
 from regioncount_cli.main import main
 
 
+@pytest.mark.slow  # 8 s; the scan's rows are checked in the default run by the tests below
 def test_scan_cli_writes_json_csv_png(tmp_path, capsys):
     out = tmp_path / "scan"
     # in-process: the cap holds this test process (all of pytest's memory) and the scan's workers together

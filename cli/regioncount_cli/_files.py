@@ -128,6 +128,7 @@ def write_files(files: dict[Path, bytes | str]) -> None:
     """
     stages: dict[Path, Path] = {}
     staged: list[tuple[Path, Path]] = []
+    committed = False
     try:
         for target, data in files.items():
             target = Path(target).absolute()
@@ -142,15 +143,27 @@ def write_files(files: dict[Path, bytes | str]) -> None:
                 f.flush()
                 os.fsync(f.fileno())
             staged.append((tmp, target))
+        # the renames and the removal of the staging folders in one held section: a signal that reaches the
+        # process through another thread (not masked there) is deferred to its end, so it cannot land
+        # between the renames and the clean-up and leave a staging folder behind
         with signals_held():
-            for tmp, target in staged:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(tmp, target)
+            try:
+                for tmp, target in staged:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(tmp, target)
+            finally:
+                committed = True
+                _remove(stages)
     except OSError as e:
         from ._validate import OutputFileError
 
         raise OutputFileError(f"cannot write {e.filename or 'the results'}: {e.strerror or e}") from None
     finally:
-        with signals_held():
-            for stage in stages.values():
-                shutil.rmtree(stage, ignore_errors=True)
+        if not committed:
+            with signals_held():
+                _remove(stages)
+
+
+def _remove(stages: dict[Path, Path]) -> None:
+    for stage in stages.values():
+        shutil.rmtree(stage, ignore_errors=True)

@@ -130,6 +130,26 @@ def _norm1(x: np.ndarray) -> np.ndarray:
     return np.abs(x).sum(axis=-1) * (1 + 4 * EPS)
 
 
+def _minors_bounded(l1, e1, l2, e2):
+    """The 2x2 minors ``X, Y, Z`` of float lines ``l1, l2 (n, 3)`` (Cramer's rule, as in :func:`int_vertex_sign`),
+    the sums of their two products' magnitudes, and bounds on each minor's distance from the exact lines' (each
+    exact line within ``e_i (n,)`` of its float one in every coefficient): the rounding of the float minor
+    (``gamma(2)`` times those magnitudes) plus the perturbation ``e1 |L2|' + e2 |l1|'`` over the minor's two
+    columns, rounded up."""
+    a1, b1, c1 = l1.T
+    a2, b2, c2 = l2.T
+    with np.errstate(all="ignore"):
+        minors = (b1 * c2 - c1 * b2, c1 * a2 - a1 * c2, a1 * b2 - b1 * a2)
+        A1, A2 = np.abs(l1), np.abs(l2)
+        terms, bounds = [], []
+        for i, j in ((1, 2), (0, 2), (0, 1)):
+            t = A1[:, i] * A2[:, j] + A1[:, j] * A2[:, i]
+            b = gamma(2) * t + e1 * (A2[:, i] + A2[:, j] + 2 * e2) + e2 * (A1[:, i] + A1[:, j])
+            terms.append(t)
+            bounds.append(b * (1 + 16 * EPS) + TINY)  # an upper bound despite its own roundings
+    return minors, terms, bounds
+
+
 def vertex_signs_bounded(l1, e1, l2, e2, l3, e3) -> np.ndarray:
     """Signs ``(n,)`` of lines ``l3`` at the intersections of lines ``l1`` and ``l2`` (all ``(n, 3)`` floats),
     where each exact line lies within ``e_i (n,)`` of its float one in every coefficient: +1 / -1 where the
@@ -141,31 +161,21 @@ def vertex_signs_bounded(l1, e1, l2, e2, l3, e3) -> np.ndarray:
     (``gamma(5)`` times the expansion's absolute terms: two roundings in each 2x2 minor, three in the dot
     product with them; Higham 2002 Thm 3.1) plus the multilinear perturbation
     ``D(L) - D(l) = D(d1, L2, L3) + D(l1, d2, L3) + D(l1, l2, d3)`` with ``|D(x, y, z)| <= |x|_inf |y|_1 |z|_1``
-    and ``|L_i| <= |l_i| + e_i`` entrywise (and the same for the 2x2 ``Z``). Infinite or NaN errors leave a sign
-    undecided."""
+    and ``|L_i| <= |l_i| + e_i`` entrywise (and :func:`_minors_bounded` for the 2x2 ``Z``). Infinite or NaN
+    errors leave a sign undecided."""
     l1, l2, l3 = (np.asarray(v, np.float64) for v in (l1, l2, l3))
     e1, e2, e3 = (np.asarray(v, np.float64) for v in (e1, e2, e3))
-    a1, b1, c1 = l1.T
-    a2, b2, c2 = l2.T
+    (X, Y, Z), (pX, pY, pZ), (_, _, dZ) = _minors_bounded(l1, e1, l2, e2)
     a3, b3, c3 = l3.T
-    X = b1 * c2 - c1 * b2
-    Y = c1 * a2 - a1 * c2
-    Z = a1 * b2 - b1 * a2
-    D = a3 * X + b3 * Y + c3 * Z
     with np.errstate(invalid="ignore", over="ignore"):
-        A1, A2, A3 = np.abs(l1), np.abs(l2), np.abs(l3)
-        pX = A2[:, 2] * A1[:, 1] + A1[:, 2] * A2[:, 1]
-        pY = A1[:, 2] * A2[:, 0] + A1[:, 0] * A2[:, 2]
-        pZ = A1[:, 0] * A2[:, 1] + A1[:, 1] * A2[:, 0]
+        D = a3 * X + b3 * Y + c3 * Z
+        A3 = np.abs(l3)
         n1, n2 = _norm1(l1), _norm1(l2)
         u2 = n2 + 3 * e2
         u3 = _norm1(l3) + 3 * e3
         dD = gamma(5) * (A3[:, 0] * pX + A3[:, 1] * pY + A3[:, 2] * pZ)
         dD += e1 * u2 * u3 + e2 * n1 * u3 + e3 * n1 * n2
         dD = dD * (1 + 16 * EPS) + TINY
-        v2 = A2[:, 0] + A2[:, 1] + 2 * e2
-        dZ = gamma(2) * pZ + e1 * v2 + e2 * (A1[:, 0] + A1[:, 1])
-        dZ = dZ * (1 + 16 * EPS) + TINY
         ok = (np.abs(D) > dD) & (np.abs(Z) > dZ)
     out = np.full(D.shape, 2, np.int8)
     out[ok] = (np.sign(D[ok]) * np.sign(Z[ok])).astype(np.int8)
@@ -177,28 +187,13 @@ def intersections_bounded(l1, e1, l2, e2) -> tuple[np.ndarray, np.ndarray]:
     of its float one in every coefficient) and radii ``(n,)`` that hold the exact intersections; radius inf
     where the float determinant cannot prove the lines meet (the caller places those exactly).
 
-    Cramer's rule: the point is ``(X / Z, Y / Z)`` with the minors of :func:`vertex_signs_bounded`. Each minor
-    is off from the exact lines' by at most its rounding (``gamma(2)`` times its absolute terms) plus the
-    perturbation ``|M(L1, L2) - M(l1, l2)| <= e1 |L2|_1' + e2 |l1|_1'`` (the 1-norms over the minor's two
-    columns), and ``|X / Z - X* / Z*| <= (|X| dZ + |Z| dX) / (|Z| (|Z| - dZ))`` where ``|Z| > dZ``; the
-    division's rounding adds ``u |x|``, and the radius is the sum of the coordinates' bounds (at least the
-    Euclidean distance)."""
+    Cramer's rule: the point is ``(X / Z, Y / Z)`` with the minors and bounds of :func:`_minors_bounded`, and
+    ``|X / Z - X* / Z*| <= (|X| dZ + |Z| dX) / (|Z| (|Z| - dZ))`` where ``|Z| > dZ``; the division's rounding
+    adds ``u |x|``, and the radius is the sum of the coordinates' bounds (at least the Euclidean distance)."""
     l1, l2 = np.asarray(l1, np.float64), np.asarray(l2, np.float64)
     e1, e2 = np.asarray(e1, np.float64), np.asarray(e2, np.float64)
-    a1, b1, c1 = l1.T
-    a2, b2, c2 = l2.T
-    X = b1 * c2 - c1 * b2
-    Y = c1 * a2 - a1 * c2
-    Z = a1 * b2 - b1 * a2
+    (X, Y, Z), _, (dX, dY, dZ) = _minors_bounded(l1, e1, l2, e2)
     with np.errstate(all="ignore"):
-        A1, A2 = np.abs(l1), np.abs(l2)
-
-        def minor_bound(i, j):
-            rounding = gamma(2) * (A1[:, i] * A2[:, j] + A1[:, j] * A2[:, i])
-            bound = rounding + e1 * (A2[:, i] + A2[:, j] + 2 * e2) + e2 * (A1[:, i] + A1[:, j])
-            return bound * (1 + 16 * EPS) + TINY  # an upper bound despite its own roundings
-
-        dX, dY, dZ = minor_bound(1, 2), minor_bound(0, 2), minor_bound(0, 1)
         aZ = np.abs(Z)
         P = np.stack([X / Z, Y / Z], axis=1)
         den = aZ * (aZ - dZ)

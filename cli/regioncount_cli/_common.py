@@ -169,9 +169,11 @@ class LazyProgress:
     def __call__(self, done: float, total: float) -> None:
         check_rss()  # the measured --memory-cap, in the main thread, as the work advances
         if self.bar is None:
-            if time.perf_counter() - self.t0 < self.delay or not _stderr_may_be_a_terminal():
-                return
-            if not error_console().is_terminal:
+            if (
+                time.perf_counter() - self.t0 < self.delay
+                or not _stderr_may_be_a_terminal()
+                or not error_console().is_terminal
+            ):
                 return
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 

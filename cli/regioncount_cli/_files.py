@@ -128,7 +128,6 @@ def write_files(files: dict[Path, bytes | str]) -> None:
     """
     stages: dict[Path, Path] = {}
     staged: list[tuple[Path, Path]] = []
-    committed = False
     try:
         for target, data in files.items():
             target = Path(target).absolute()
@@ -152,18 +151,19 @@ def write_files(files: dict[Path, bytes | str]) -> None:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(tmp, target)
             finally:
-                committed = True
                 _remove(stages)
     except OSError as e:
         from ._validate import OutputFileError
 
         raise OutputFileError(f"cannot write {e.filename or 'the results'}: {e.strerror or e}") from None
     finally:
-        if not committed:
+        if stages:  # left by an error or a signal before the renames
             with signals_held():
                 _remove(stages)
 
 
 def _remove(stages: dict[Path, Path]) -> None:
+    """Remove the staging folders and forget them."""
     for stage in stages.values():
         shutil.rmtree(stage, ignore_errors=True)
+    stages.clear()

@@ -173,8 +173,7 @@ def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:
         diag = np.arange(P)
         for lo in range(0, parents.size, step):
             blk = n[lo : lo + step]  # (m, 3, P)
-            same = np.all(np.abs(blk[:, :, :, None] - blk[:, :, None, :]) <= ALIAS_TOL, axis=1)
-            same |= np.all(np.abs(blk[:, :, :, None] + blk[:, :, None, :]) <= ALIAS_TOL, axis=1)
+            same = _same_lines(blk[:, :, :, None], blk[:, :, None, :], axis=1)
             same[:, diag, diag] = True
             out[lo : lo + step] = np.argmax(same, axis=2)
     else:
@@ -227,13 +226,19 @@ def _same_line_min_blocks(ni: np.ndarray, P: int) -> np.ndarray:
     rows = max(1, _LINE_CLASS_BLOCK // (3 * 8 * P))
     out = np.empty(P, np.int64)
     for lo in range(0, P, rows):
-        blk = ni[:, lo : lo + rows, None]
-        same = np.all(np.abs(blk - ni[:, None, :]) <= ALIAS_TOL, axis=0)
-        same |= np.all(np.abs(blk + ni[:, None, :]) <= ALIAS_TOL, axis=0)
+        same = _same_lines(ni[:, lo : lo + rows, None], ni[:, None, :], axis=0)
         idx = np.arange(lo, lo + same.shape[0])
         same[idx - lo, idx] = True
         out[lo : lo + same.shape[0]] = np.argmax(same, axis=1)
     return out
+
+
+def _same_lines(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+    """Are the unit lines ``x`` and ``y`` (coefficients along ``axis``, broadcast against each other) one line,
+    of either orientation: within ALIAS_TOL in every coefficient of ``y`` or of ``-y``? (NaN: never.)"""
+    same = np.all(np.abs(x - y) <= ALIAS_TOL, axis=axis)
+    same |= np.all(np.abs(x + y) <= ALIAS_TOL, axis=axis)
+    return same
 
 
 #: Bytes of one block of :func:`_line_classes`' pairwise comparisons.

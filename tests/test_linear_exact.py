@@ -144,11 +144,23 @@ def test_the_engine_maps_decide_linear_regions_as_the_recomposed_maps_do(seed):
     W[2][:3, :] = 0.0  # three units of the last hidden layer are constants
     net = MLP(tuple(W), net.biases)
     part = partition_plane(net, BOX)
+    got = part.linear_region_labels()  # first: the candidate pairs, before the adjacency below is cached
     lab, rec = _recomposed_labels(part)
-    assert np.array_equal(part.linear_region_labels(), lab)
+    assert np.array_equal(got, lab)
     assert part.linear_regions() < part.n_regions  # the case has merges to decide
-    # the engine's bounds decide at least as many pairs in floats as the re-composed ones leave
-    assert part.stats["linear_pairs"] == rec["linear_pairs"]
+    # the candidate grids keep only neighbours whose maps can be equal: a subset of every neighbour pair
+    assert 0 < part.stats["linear_pairs"] <= rec["linear_pairs"]
+
+
+def test_the_plane_merge_matches_no_edge_where_no_two_maps_can_be_equal():
+    # one torch-init hidden layer: every region's map is its own, so the candidate grids leave no pair
+    part = partition_plane(random_mlp(2, [40], seed=2, init="torch"), BOX)
+    got = part.linear_region_labels()
+    assert part._adjacency is None and "linear_pairs" not in part.stats  # no edge matched, no map recomputed
+    lab, rec = _recomposed_labels(part)
+    assert rec["linear_pairs"] > 100  # the general path decides every neighbour pair, and merges none
+    assert np.array_equal(got, lab)
+    assert part.linear_regions() == part.n_regions
 
 
 def test_the_engine_maps_decide_linear_regions_on_a_slice():

@@ -5,6 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 
+def n_labels(labels: np.ndarray) -> int:
+    """How many distinct values labels in ``0 .. n-1`` (one per region, e.g. :func:`_components`) take: a count,
+    not a sort."""
+    lab = np.asarray(labels).reshape(-1)
+    return int(np.count_nonzero(np.bincount(lab, minlength=1))) if lab.size else 0
+
+
+def shared(labels: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: the entries of ``labels (n,)`` whose value another entry also takes."""
+    s = np.sort(labels)
+    dup = s[1:][s[1:] == s[:-1]]
+    return np.isin(labels, np.unique(dup)) if dup.size else np.zeros(labels.shape, bool)
+
+
 def _components(n: int, E: np.ndarray) -> np.ndarray:
     """Connected-component labels ``(n,)`` (smallest member) of the graph with edges ``E (m, 2)``;
     vectorised union-find: hook roots to smaller roots, then jump pointers."""

@@ -17,6 +17,7 @@ import numpy as np
 from .. import _tolerances as tol
 from ..networks._ops import op_codes
 from ._graph import _components as _components  # re-exported: every result type labels components
+from ._graph import n_labels, shared
 
 #: Default node limit of :meth:`Partition.to_networkx`.
 MAX_GRAPH_NODES = 200_000
@@ -222,12 +223,20 @@ class Partition:
             self._adjacency.setflags(write=False)
         return self._adjacency
 
-    def _find_adjacency(self) -> np.ndarray:
+    def _find_adjacency(self, among: np.ndarray | None = None) -> np.ndarray:
+        """Neighbour pairs (as :meth:`adjacency`); with ``among (R,)`` bool, only pairs of regions it marks (the
+        edges of the others are never matched)."""
         if self.n_regions < 2:
             return np.zeros((0, 2), np.int64)
-        P = self.vertices
-        Q = P[self._next_vertex()]
         reg = self._region_of_vertex()
+        nxt = self._next_vertex()
+        tags = self.edge_tags
+        sel = None if among is None else np.flatnonzero(among[reg])
+        if sel is not None:  # the edges of the marked regions only
+            reg, nxt = reg[sel], nxt[sel]
+            tags = None if tags is None else tags[sel]
+        P = self.vertices if sel is None else self.vertices[sel]
+        Q = self.vertices[nxt]
         d = Q - P
         length = np.hypot(d[:, 0], d[:, 1])
         diam = float(np.hypot(*(self._hi - self._lo)))
@@ -237,7 +246,7 @@ class Partition:
         eps = (tol.ADJACENCY_TAGGED if self.edge_tags is not None else tol.ADJACENCY_UNTAGGED) * diam
         keep = length > eps
         P, Q, d, length, reg = P[keep], Q[keep], d[keep], length[keep], reg[keep]
-        tags = self.edge_tags[keep] if self.edge_tags is not None else _line_tags(P, Q, d, length, diam)
+        tags = tags[keep] if tags is not None else _line_tags(P, Q, d, length, diam)
         # group the edges by line (a stable sort: within a line, edges keep their order); each line's direction
         # is that of its longest edge, the first of them in that order where several are equally long
         order = np.argsort(tags, kind="stable")
@@ -303,9 +312,6 @@ class Partition:
         ``rtol`` (a float), or a partition built without its program, uses the float rule instead: maps equal
         within ``rtol`` (default 1e-9) of their size on the domain; :attr:`linear_exact` then says False."""
         R = self.n_regions
-        E = self.adjacency()
-        if E.size == 0:
-            return np.arange(R)
         if rtol is None and self.program is not None:
             if self._linear is None:
                 from ._linear import linear_labels
@@ -315,17 +321,45 @@ class Partition:
                 if self._engine_maps is not None:
                     F, Eb = self._engine_maps
                     fm = (F, np.broadcast_to(Eb, (R, F.shape[2])))
+                E = self._candidate_pairs(fm) if fm is not None and self._adjacency is None else self.adjacency()
                 # codes are expanded only for the pairs the float filter leaves to exact arithmetic
-                lab = linear_labels(R, E, self.program, self.code_rows, x0, V, self.stats, fm)
+                lab = linear_labels(R, E, self.program, self.code_rows, x0, V, self.stats, fm) if E.size else None
+                lab = np.arange(R) if lab is None else lab
                 lab.setflags(write=False)
                 self._linear = lab
             return self._linear
+        E = self.adjacency()
+        if E.size == 0:
+            return np.arange(R)
         Mn = normalised_maps(self.maps, self._lo, self._hi)
         return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], 1e-9 if rtol is None else rtol)])
 
+    def _candidate_pairs(self, fm) -> np.ndarray:
+        """The neighbour pairs whose exact output maps can be equal, from the engine's float maps ``fm = (F, E)``:
+        two regions with equal exact maps share a label in one of the two grid labellings of
+        :func:`~._linear.candidate_labels`, so only regions that share a label with another need their edges
+        matched, and only pairs that share one are kept (no pair at all where every label is a region's own).
+        All neighbour pairs where the bounds are unusable."""
+        from ._linear import candidate_labels
+
+        grids = candidate_labels(*fm)
+        if any(g is None for g in grids):
+            return self.adjacency()
+        R = self.n_regions
+        among = np.zeros(R, bool)
+        for g in grids:
+            among |= shared(g)
+        if not among.any():
+            return np.zeros((0, 2), np.int64)
+        E = self._find_adjacency(among)
+        share = np.zeros(E.shape[0], bool)
+        for g in grids:
+            share |= g[E[:, 0]] == g[E[:, 1]]
+        return E[share]
+
     def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
-        return int(np.unique(self.linear_region_labels(rtol)).size)
+        return n_labels(self.linear_region_labels(rtol))
 
     # -- exports -------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _tolerances as tol
 from ..networks._ops import op_codes
+from ._graph import n_labels
 from ._partition import _components, block_code_rows
 
 
@@ -425,7 +426,7 @@ class Polytopes:
 
     def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""
-        return int(np.unique(self.linear_region_labels(rtol)).size)
+        return n_labels(self.linear_region_labels(rtol))
 
     def __repr__(self) -> str:
         return f"Polytopes({self.n_regions} regions in {self.k}D, {self.vertices.shape[0]} vertices)"

@@ -134,6 +134,21 @@ def test_border_along_lines_and_through_vertices():
         assert (t.regions, t.linear_regions) == (4, 2), n
 
 
+def test_linear_regions_across_a_border_are_decided_exactly():
+    """The line u1 = 0 is the border of the 2 x 2 tiles; its unit's readout is 1e-17, so the maps on its two
+    sides differ by 1e-17 u1: exactly, no two of the 4 regions share a map. The float rule with a relative
+    tolerance (``rtol``) merges some across the border and says it is not exact."""
+    net = line_mlp([(1, 0, 0), (0.3, 1, 0.1)], [1e-17, 1.0])
+    dom = Box(-1, 1, 2)
+    part = partition_plane(net, dom)
+    assert (part.n_regions, part.linear_regions()) == (4, 4)
+    for n in TILES:
+        t = count_tiled(net, dom, n)
+        assert (t.regions, t.linear_regions, t.linear_exact) == (4, 4, True), n
+    t = count_tiled(net, dom, 4, rtol=1e-9)
+    assert (t.regions, t.linear_exact) == (4, False) and t.linear_regions < 4
+
+
 def test_borders_of_a_3x3_grid_as_lines():
     """N = 9 on [-1, 1]^2: the lines u1 = x_1 and u2 = y_2 are tile borders (the same floats the tiles use)
     and u1 = u2 runs through the tile corners (x_1, y_1) and (x_2, y_2): three lines in general position

@@ -65,6 +65,68 @@ def tile_grid(tiles) -> tuple[int, int]:
     return rows, cols
 
 
+#: ``tiles="auto"`` splits an exact 2D count into tiles where the first layer's lines alone cut the domain into
+#: at least this many regions (below it one partition is as fast; measured in benchmarks/README.md).
+AUTO_TILES_MIN = 1 << 17
+
+#: Line pairs :func:`first_layer_regions` tests at most (a seeded sample of them beyond it, scaled up).
+_PAIRS_MAX = 1 << 21
+
+
+def first_layer_regions(net, domain) -> int | None:
+    """About how many regions the lines of ``net``'s first layer alone cut the 2D ``domain`` into, in floats:
+    ``1 + L + X`` for ``L`` lines that cross the domain and ``X`` crossings inside it (Zaslavsky 1975; lines in
+    general position), with ``X`` from a seeded sample of the pairs where there are more than
+    :data:`_PAIRS_MAX`. An estimate that only chooses how the work is split (:func:`auto_tiles`), never a count.
+    None where the lowered network does not start with an affine map and ReLU on one token."""
+    from ..networks import lower
+
+    program = lower(net)
+    ops = program.ops
+    if program.tokens != 1 or len(ops) < 2 or ops[0].key != "affine" or ops[1].key != "relu":
+        return None
+    x0, V = domain.input_map()
+    lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    W, b = np.asarray(ops[0].W, float), np.asarray(ops[0].b, float)
+    a = (W @ np.asarray(V, float)) * h  # lines a u' + a0 on the square u' in [-1, 1]^2
+    a0 = W @ np.asarray(x0, float) + b + (W @ np.asarray(V, float)) @ c
+    crosses = np.abs(a0) < np.abs(a).sum(axis=1)
+    a, a0 = a[crosses], a0[crosses]
+    L = a0.size
+    n_pairs = L * (L - 1) // 2
+    if n_pairs == 0:
+        return 1 + L
+    rng = np.random.default_rng(0)
+    if n_pairs <= _PAIRS_MAX:
+        i, j = np.triu_indices(L, 1)
+    else:
+        i, j = rng.integers(0, L, _PAIRS_MAX), rng.integers(0, L, _PAIRS_MAX)
+        ok = i != j
+        i, j = i[ok], j[ok]
+    inside = 0
+    for s in range(0, i.size, 1 << 20):
+        p, q = i[s : s + (1 << 20)], j[s : s + (1 << 20)]
+        det = a[p, 0] * a[q, 1] - a[p, 1] * a[q, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = (a[p, 1] * a0[q] - a[q, 1] * a0[p]) / det
+            y = (a[q, 0] * a0[p] - a[p, 0] * a0[q]) / det
+        inside += int(np.count_nonzero((np.abs(x) < 1) & (np.abs(y) < 1)))
+    return 1 + L + int(round(inside * n_pairs / max(1, i.size)))
+
+
+def auto_tiles(net, domain) -> int | None:
+    """The tiles an exact 2D count takes by default: ``k * k`` with ``k = max(2, ceil(sqrt(n) / 256))`` where
+    :func:`first_layer_regions` estimates ``n >= AUTO_TILES_MIN`` regions (tiles of some 2^16 regions or fewer:
+    each tile's first layer has fewer lines, so the whole takes less time and memory, on every core); None (one
+    partition) below that or where there is no estimate."""
+    n = first_layer_regions(net, domain)
+    if n is None or n < AUTO_TILES_MIN:
+        return None
+    k = max(2, math.ceil(math.sqrt(n) / 256))
+    return k * k
+
+
 def split_domain(domain, tiles) -> list[tuple[tuple[int, int], Box | Slice]]:
     """The tiles of a 2D :class:`Box` or :class:`Slice`: ``[((row, col), tile_domain), ...]``, row ``r``
     covering the ``r``-th band of ``u2`` and column ``c`` of ``u1``. Neighbouring tiles share their cut
@@ -117,10 +179,32 @@ class TileSummary:
     seconds: float
     partition: Partition | None = None
     certificate: dict | None = None
+    #: how ``codes`` splits into the partition's code blocks: ``(kind, width, dtype, columns)`` each (so the
+    #: merge can expand a border piece's code for the exact comparison of its output map); None: unknown
+    layout: tuple | None = None
+    #: whether ``linear`` was decided in exact arithmetic (the partition's program), not by a tolerance
+    linear_exact: bool = False
+
+
+def _code_layout(part: Partition) -> tuple:
+    return tuple((kind, int(w), a.dtype.str, int(np.prod(a.shape[1:], dtype=np.int64))) for kind, w, a in part._blocks)
+
+
+def _code_rows(layout: tuple, codes: np.ndarray) -> np.ndarray:
+    """Flat int32 codes ``(n, C)`` from the byte rows ``codes (n, nbytes)`` of :meth:`Partition.code_bytes`."""
+    from ..results._partition import block_code_rows
+
+    blocks, at = [], 0
+    for kind, w, dt, cols in layout:
+        nb = np.dtype(dt).itemsize * cols
+        a = np.ascontiguousarray(codes[:, at : at + nb]).view(np.dtype(dt)).reshape(codes.shape[0], cols)
+        blocks.append((kind, w, a))
+        at += nb
+    return block_code_rows(blocks, slice(None), codes.shape[0])
 
 
 def summarise_tile(
-    net, domain, index, tile, grid, *, max_regions=None, keep=False, rtol=1e-9, shards=None, certify=False
+    net, domain, index, tile, grid, *, max_regions=None, keep=False, rtol=None, shards=None, certify=False
 ) -> TileSummary:
     """Partition ``tile`` (one of ``split_domain(domain, grid)``'s, at ``index = (row, col)``) and reduce it
     to a :class:`TileSummary`. Runs anywhere (a Dask task): it needs only its arguments. With ``shards`` (a
@@ -145,14 +229,18 @@ def summarise_tile(
     return out
 
 
-def _summarise(part: Partition, domain, index, grid, rtol: float) -> TileSummary:
+def _summarise(part: Partition, domain, index, grid, rtol: float | None) -> TileSummary:
     """A tile's partition reduced to what the merge needs (see :class:`TileSummary`)."""
     rows, cols = grid
     R = part.n_regions
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
-    # the tile's region graph under the whole domain's rules: its adjacency tolerance and map normalisation
-    whole = Partition(domain, part.vertices, part.offsets, part.maps, part.areas, [], edge_tags=part.edge_tags)
-    _, linear = np.unique(whole.linear_region_labels(rtol), return_inverse=True)
+    exact = rtol is None and part.program is not None
+    if exact:  # the tile's own exact merge (exact maps are equal or not in any coordinates)
+        lab = part.linear_region_labels()
+    else:  # the tile's region graph under the whole domain's rules: its adjacency tolerance and map normalisation
+        whole = Partition(domain, part.vertices, part.offsets, part.maps, part.areas, [], edge_tags=part.edge_tags)
+        lab = whole.linear_region_labels(1e-9 if rtol is None else rtol)
+    _, linear = np.unique(lab, return_inverse=True)
     r, c = index
     inner = {BOTTOM: r > 0, TOP: r < rows - 1, LEFT: c > 0, RIGHT: c < cols - 1}
     tags = part.edge_tags
@@ -180,6 +268,8 @@ def _summarise(part: Partition, domain, index, grid, rtol: float) -> TileSummary
         codes=codes,
         maps=maps,
         seconds=0.0,
+        layout=_code_layout(part),
+        linear_exact=exact,
     )
 
 
@@ -205,11 +295,14 @@ class TiledCount:
     cell_of_piece: np.ndarray | None = None
     linear_of_piece: np.ndarray | None = None
     certificate: dict | None = None
+    #: whether ``linear_regions`` was decided in exact arithmetic (False: by a relative tolerance)
+    linear_exact: bool = False
 
     def as_dict(self) -> dict:
         out = {
             "regions": self.regions,
             "linear_regions": self.linear_regions,
+            "linear_exact": self.linear_exact,
             "pieces": self.pieces,
             "tiles": list(self.tiles),
         }
@@ -227,7 +320,7 @@ def count_tiled(
     max_regions: int | None = None,
     keep: bool = False,
     shards=None,
-    rtol: float = 1e-9,
+    rtol: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     certify: bool = False,
     workers: int | None = None,
@@ -278,7 +371,9 @@ def count_tiled(
         done[s.index] = s
         if progress is not None:
             progress(len(done), len(parts))
-    out = merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0)
+    from ..networks import lower
+
+    out = merge_tiles(domain, grid, done, rtol=rtol, seconds=time.perf_counter() - t0, program=lower(net))
     if certify:
         out.certificate = certify_merge(domain, grid, done, out)
     return out
@@ -453,8 +548,15 @@ def _same_code_edges(S: list, piece0: np.ndarray, lin0: np.ndarray):
     return np.stack([piece[f], piece], 1), np.stack([lin[f], lin], 1)
 
 
-def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: float = 0.0) -> TiledCount:
-    """Merge tile summaries (``{(row, col): TileSummary}``, every tile of ``grid``) into exact counts."""
+def merge_tiles(
+    domain, grid, summaries: dict, *, rtol: float | None = None, seconds: float = 0.0, program=None
+) -> TiledCount:
+    """Merge tile summaries (``{(row, col): TileSummary}``, every tile of ``grid``) into exact counts.
+
+    Linear regions: where every tile decided its own exactly and ``program`` (the lowered network) is given, the
+    pieces of different codes that share a border segment are joined where their output maps are equal in exact
+    arithmetic (:func:`~regioncount.results._linear.same_maps`); otherwise by the float rule with ``rtol``
+    (default 1e-9), and :attr:`TiledCount.linear_exact` says False."""
     rows, cols = grid
     order = [(r, c) for r in range(rows) for c in range(cols)]
     missing = [i for i in order if i not in summaries]
@@ -467,12 +569,22 @@ def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: f
     # codes whose maps agree across a border segment they share (a boundary that runs along the border)
     same_cells, same_lin = _same_code_edges(S, piece0, lin0)
     cell_edges, lin_edges = [same_cells], [same_lin]
+    exact = rtol is None and program is not None and all(x.linear_exact and x.layout is not None for x in S)
+    ask = []  # exact mode: (k, j, ka, kb, lin edges) of the different-code pairs, decided together below
     for k, j, _, _, ia, ib, ka, kb, same in _border_pairs(grid, S):
         if ia.size == 0:
             continue
         a, b = S[k], S[j]
-        join = ~same & maps_agree(a.maps[ka], b.maps[kb], rtol)
-        lin_edges.append(np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)[join])
+        edge = np.stack([lin0[k] + a.linear[ia], lin0[j] + b.linear[ib]], 1)
+        if exact:
+            d = ~same
+            if d.any():
+                ask.append((k, j, ka[d], kb[d], edge[d]))
+            continue
+        join = ~same & maps_agree(a.maps[ka], b.maps[kb], 1e-9 if rtol is None else rtol)
+        lin_edges.append(edge[join])
+    if ask:
+        lin_edges.append(_exact_border_joins(domain, program, S, ask))
     cells, cell_lab = _count_components(int(piece0[-1]), cell_edges)
     lins, lin_lab = _count_components(int(lin0[-1]), lin_edges)
     out = TiledCount(
@@ -482,12 +594,34 @@ def merge_tiles(domain, grid, summaries: dict, *, rtol: float = 1e-9, seconds: f
         tiles=(rows, cols),
         seconds=seconds,
         tile_seconds=[s.seconds for s in S],
+        linear_exact=exact,
     )
     if all(s.partition is not None for s in S):
         out.partition = _merged_partition(domain, grid, [s.partition for s in S])
         out.cell_of_piece = cell_lab
         out.linear_of_piece = lin_lab[np.concatenate([lin0[k] + s.linear for k, s in enumerate(S)])]
     return out
+
+
+def _exact_border_joins(domain, program, S: list, ask: list) -> np.ndarray:
+    """The linear-region edges of ``ask`` (see :func:`merge_tiles`) whose two pieces' output maps are equal in
+    exact arithmetic: float maps with rigorous bounds recomputed from both codes, rationals where they cannot
+    decide. Pairs of different codes across a border exist only where a boundary runs along it: few."""
+    from ..results._linear import same_maps
+
+    rows = []
+    for k, j, ka, kb, _ in ask:
+        rows.append(_code_rows(S[k].layout, S[k].codes[ka]))
+        rows.append(_code_rows(S[j].layout, S[j].codes[kb]))
+    codes = np.concatenate(rows)
+    n_pairs = [ka.size for _, _, ka, _, _ in ask]
+    firsts = np.cumsum([0] + [2 * n for n in n_pairs])[:-1]
+    pairs = np.concatenate(
+        [np.stack([f + np.arange(n), f + n + np.arange(n)], 1) for f, n in zip(firsts, n_pairs, strict=True)]
+    )
+    x0, V = domain.input_map()
+    keep = same_maps(pairs, program, codes, x0, V)
+    return np.concatenate([e for *_, e in ask])[keep]
 
 
 def _count_components(n: int, edges: list) -> tuple[int, np.ndarray]:

@@ -8,8 +8,9 @@ and its workers). Rows:
 - ``cli``: ``regioncount count shared/data/torch_mlp_w100_d5_s0.npz --box -2 2 --json`` (46,122 regions, linear
   regions included), as given, with ``--no-linear``, and with ``REGIONCOUNT_WORKERS=1`` (no worker processes);
 - ``steps``: in-library CPU seconds of ``partition_plane`` and ``linear_regions`` on that net (best of 3);
-- ``1e6``: the 2->1800 one-layer torch-init net on [-2, 2]^2 (1,030,468 regions), whole and by 16 tiles;
-- ``1e7`` (with ``--big``): the 2->5700 net (~10^7 regions) by 16 tiles.
+- ``1e6``: the 2->1800 one-layer torch-init net on [-2, 2]^2 (1,030,468 regions): one partition, 16 tiles,
+  ``count_regions`` as it chooses (tiles=-1 in the row: auto tiles) and the whole ``regioncount count`` process;
+- ``1e7`` (with ``--big``): the 2->5700 net (~10^7 regions) as ``count_regions`` chooses and by 16 tiles.
 
 Children get one BLAS thread (``OPENBLAS_NUM_THREADS=1``) unless ``--blas-threads`` says otherwise, and may
 write bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped: a user's installed package has them; without
@@ -18,6 +19,7 @@ them every process compiles the library again). Record the load average beside t
     python benchmarks/mlp2d_speed.py              # cli, steps, 1e6
     python benchmarks/mlp2d_speed.py --only cli   # one group
     python benchmarks/mlp2d_speed.py --big        # also 10^7 by tiles (minutes)
+    python benchmarks/mlp2d_speed.py --only 1e7   # just 10^7
 """
 
 from __future__ import annotations
@@ -123,7 +125,11 @@ def child_big(width: int, tiles: int) -> dict:
     net = rc.random_mlp(2, [width], seed=0, init="torch")
     box = rc.Box(-2.0, 2.0, 2)
     t0 = time.perf_counter()
-    if tiles:
+    if tiles < 0:  # the library's default: count_regions chooses (tiles where the count is large)
+        res = rc.count_regions(net, box)
+        regions, linear = res["regions"], res["linear_regions"]
+        extra = {k: res.get(k) for k in ("tiles", "tiles_chosen", "pieces", "linear_exact")}
+    elif tiles:
         res = rc.count_tiled(net, box, tiles)
         regions, linear, extra = res.regions, res.linear_regions, {"pieces": res.pieces}
     else:
@@ -134,12 +140,33 @@ def child_big(width: int, tiles: int) -> dict:
     return {"width": width, "tiles": tiles, "regions": regions, "linear_regions": linear, **extra}
 
 
+def cli_big_row(width: int, blas: int | None) -> dict:
+    """The whole ``regioncount count`` process on the 2->width net, saved to a temporary .npz first."""
+    import tempfile
+
+    import regioncount as rc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"w{width}.npz")
+        rc.save_model(rc.random_mlp(2, [width], seed=0, init="torch"), path)
+        cli = [sys.executable, "-c", "import sys; from regioncount_cli.main import main; sys.exit(main())"]
+        r = _usage_of([*cli, "count", path, "--box", "-2", "2", "--json"], _env(blas), timeout=1800)
+    if r["rc"] != 0:
+        return {"row": f"cli 2->{width}", "error": r["stderr"]}
+    doc = json.loads(r["stdout"])
+    keep = ("regions", "linear_regions", "exact", "tiles", "tiles_chosen", "linear_exact")
+    return {k: doc.get(k) for k in keep} | dict(
+        wall_s=r["wall_s"], cpu_s=r["cpu_s"], peak_rss_mb=r["peak_rss_mb"], row=f"cli count 2->{width}"
+    )
+
+
 def big_row(width: int, tiles: int, blas: int | None) -> dict:
     r = _usage_of([sys.executable, ME, "--child", "big", str(width), str(tiles)], _env(blas), timeout=1800)
     if r["rc"] != 0:
         return {"row": f"{width} tiles={tiles}", "error": r["stderr"]}
     doc = json.loads(r["stdout"].strip().splitlines()[-1])
-    doc.update(wall_s=r["wall_s"], cpu_s=r["cpu_s"], peak_rss_mb=r["peak_rss_mb"], row=f"2->{width}, tiles={tiles}")
+    how = "count_regions (auto)" if tiles < 0 else f"tiles={tiles}"
+    doc.update(wall_s=r["wall_s"], cpu_s=r["cpu_s"], peak_rss_mb=r["peak_rss_mb"], row=f"2->{width}, {how}")
     return doc
 
 
@@ -166,9 +193,9 @@ def main() -> None:
             r = _usage_of([sys.executable, ME, "--child", "steps"], _env(blas))
             rows = [dict(json.loads(r["stdout"].strip().splitlines()[-1]), row="steps")]
         elif g == "1e6":
-            rows = [big_row(1800, 0, blas), big_row(1800, 16, blas)]
+            rows = [big_row(1800, 0, blas), big_row(1800, 16, blas), big_row(1800, -1, blas), cli_big_row(1800, blas)]
         else:
-            rows = [big_row(5700, 16, blas)]
+            rows = [big_row(5700, -1, blas), big_row(5700, 16, blas)]
         for row in rows:
             print(json.dumps(row | {"loadavg": [round(x, 2) for x in os.getloadavg()]}), flush=True)
 

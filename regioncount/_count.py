@@ -221,6 +221,13 @@ def count_record(
     from .results._protocol import CountRecord  # here, not at import: the results load with the engines
 
     engine, dom = choose_engine(net, domain, method, tiles=tiles)
+    auto = None
+    if engine == "plane" and tiles is None and client is None and max_regions is None:
+        from .engines._tiles import auto_tiles
+
+        auto = auto_tiles(net, dom)  # a large count: tiles, on every core (None: one partition)
+        if auto is not None:
+            engine, tiles = "tiles", auto
     if certify and engine == "line":
         raise RegionCountError(
             "--certify checks an exact partition of a 2D or higher-dimensional domain; this domain is a segment: "
@@ -301,6 +308,8 @@ def count_record(
                 "or use --method sample"
             ) from None
         d = tiled.as_dict()
+        if auto is not None:
+            d["tiles_chosen"] = "auto"
         if certify:  # each tile certified, and the merge across borders checked again
             _passed(d["certificate"])
         lin = d.pop("linear_regions")
@@ -389,7 +398,11 @@ _COUNT_REGIONS_DOC = """Count the regions of ``net`` on ``domain`` with ``method
 
     ``tiles`` (exact 2D only): N or ``(rows, cols)``; the domain is split into that many rectangles, each
     partitioned on its own (the memory cap then bounds one tile), and the cells continuing across borders
-    merged: the same counts, plus ``tiles`` and ``pieces``. ``client``: a ``dask.distributed.Client`` that
+    merged: the same counts, plus ``tiles``, ``pieces`` and ``linear_exact``. None (the default) splits a large
+    count by itself: where the first layer's lines alone cut the domain into ``2**17`` regions or more (a ReLU
+    network, estimated in floats before any work; :func:`regioncount.engines.auto_tiles`), into ``k x k`` tiles
+    run on every core (``tiles_chosen`` is then ``"auto"`` and the record holds no partition), unless
+    ``max_regions`` or ``client`` is given; ``tiles=1`` always keeps one partition. ``client``: a ``dask.distributed.Client`` that
     runs the tiles, or the chunks of a sampled count, as tasks on its cluster. ``shards`` (with ``tiles``): a
     folder that receives each tile's partition as an ``.npz`` shard, written whole or not at all.
 

@@ -416,3 +416,39 @@ def test_certify_merge_catches_a_wrong_merge(untiled):
     assert good.regions == regions and certify_merge(dom, grid, done, good)["passed"]
     bad = dataclasses.replace(good, regions=good.regions + 1)
     assert not certify_merge(dom, grid, done, bad)["checks"]["merge"]["passed"]
+
+
+@pytest.mark.parametrize("width,seed", [(12, 0), (30, 3), (60, 5)])
+def test_first_layer_estimate_is_the_line_arrangement_count(width, seed):
+    """One torch-init hidden layer: its lines are in general position, so the estimate 1 + L + X (Zaslavsky)
+    is the exact partition's count."""
+    from regioncount.engines import first_layer_regions
+
+    net = random_mlp(2, [width], seed=seed, init="torch")
+    dom = Box(-2, 2, 2)
+    assert first_layer_regions(net, dom) == partition_plane(net, dom).n_regions
+
+
+def test_a_large_count_is_tiled_by_default(monkeypatch):
+    """Where the first layer's estimate passes AUTO_TILES_MIN, count_record splits the domain into tiles by
+    itself (and says so); tiles=1 and max_regions keep one partition; the counts agree."""
+    from regioncount import count_record
+    from regioncount.engines import _tiles
+
+    net = random_mlp(2, [40, 6], seed=1, init="torch")
+    dom = Box(-2, 2, 2)
+    one = count_record(net, dom, tiles=1)
+    assert "tiles_chosen" not in one.details and one.details["tiles"] == [1, 1]
+    plain = count_record(net, dom)
+    assert plain.result is not None and "tiles" not in plain.details  # the estimate is below the threshold
+    monkeypatch.setattr(_tiles, "AUTO_TILES_MIN", 100)
+    auto = count_record(net, dom)
+    assert auto.details["tiles_chosen"] == "auto" and auto.details["tiles"] == [2, 2] and auto.result is None
+    assert auto.details["linear_exact"]
+    assert (
+        (auto.regions, auto.linear_regions)
+        == (one.regions, one.linear_regions)
+        == (plain.regions, plain.linear_regions)
+    )
+    capped = count_record(net, dom, max_regions=10**6)
+    assert capped.result is not None  # a region cap is a cap on one partition: no tiles

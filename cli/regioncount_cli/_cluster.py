@@ -16,7 +16,8 @@ TilesOpt = Annotated[
         help="exact 2D: split the domain into N rectangles (N = k*k gives k x k, another N the most nearly square grid; "
         "or ROWSxCOLS, e.g. 2x3), "
         "partition each on its own and merge the regions that continue across tile borders: the same counts, "
-        "with the memory cap bounding one tile."
+        "with the memory cap bounding one tile. Default: a ReLU network whose first layer alone cuts the domain "
+        "into 2^17 regions or more is split into k x k tiles run on every core (--tiles 1 keeps one partition)."
     ),
 ]
 WorkersOpt = Annotated[

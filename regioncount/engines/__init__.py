@@ -17,6 +17,8 @@ _EXPORTS = {
     "count_tiled": "._tiles",
     "shard_name": "._tiles",
     "tile_grid": "._tiles",
+    "auto_tiles": "._tiles",
+    "first_layer_regions": "._tiles",
     "dask_client": "._distributed",
     "SampleCount": "._sample",
     "count_sampled": "._sample",
@@ -45,7 +47,9 @@ if TYPE_CHECKING:  # the same names, imported eagerly, for type checkers and edi
     from ._space import partition_space as partition_space
     from ._tiles import (
         TiledCount as TiledCount,
+        auto_tiles as auto_tiles,
         count_tiled as count_tiled,
+        first_layer_regions as first_layer_regions,
         shard_name as shard_name,
         tile_grid as tile_grid,
     )

@@ -86,9 +86,11 @@ def first_layer_regions(net, domain) -> int | None:
     if program.tokens != 1 or len(ops) < 2 or ops[0].key != "affine" or ops[1].key != "relu":
         return None
     x0, V = domain.input_map()
+    W, b = np.asarray(ops[0].W, float), np.asarray(ops[0].b, float)
+    if W.shape[1] != np.shape(V)[0] or np.shape(V)[1] != 2:
+        return None  # the domain does not fit the network: the engine says so
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
     c, h = (lo + hi) / 2, (hi - lo) / 2
-    W, b = np.asarray(ops[0].W, float), np.asarray(ops[0].b, float)
     a = (W @ np.asarray(V, float)) * h  # lines a u' + a0 on the square u' in [-1, 1]^2
     a0 = W @ np.asarray(x0, float) + b + (W @ np.asarray(V, float)) @ c
     crosses = np.abs(a0) < np.abs(a).sum(axis=1)

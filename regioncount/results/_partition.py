@@ -16,8 +16,11 @@ import numpy as np
 
 from .. import _tolerances as tol
 from ..networks._ops import op_codes
-from ._graph import _components as _components  # re-exported: every result type labels components
-from ._graph import n_labels, shared
+from ._graph import (
+    _components as _components,  # re-exported: every result type labels components
+    n_labels,
+    shared,
+)
 
 #: Default node limit of :meth:`Partition.to_networkx`.
 MAX_GRAPH_NODES = 200_000

@@ -452,3 +452,29 @@ def test_a_large_count_is_tiled_by_default(monkeypatch):
     )
     capped = count_record(net, dom, max_regions=10**6)
     assert capped.result is not None  # a region cap is a cap on one partition: no tiles
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_border_maps_in_the_domain_coordinates_hold_the_exact_maps(seed):
+    """_maps_in_u rewrites a tile's float maps into the domain's coordinates u with an error bound: every
+    coefficient lies within it of the exact map of the region's code (rationals from the weights)."""
+    from fractions import Fraction
+
+    from regioncount.engines._tiles import _maps_in_u
+    from regioncount.networks._interpret import ExactProgram
+
+    net = random_mlp(2, [14, 9], seed=seed, init="torch")
+    dom = Box(-2, 2, 2)
+    for _, tile in split_domain(dom, (3, 2))[1:4]:
+        part = partition_plane(net, tile)
+        rows = np.arange(0, part.n_regions, 7)
+        G, err = _maps_in_u(part, rows)
+        x0, V = dom.input_map()
+        ex = ExactProgram.of_domain(part.program, x0, V)
+        for n, r in enumerate(rows.tolist()):
+            exact = ex.output(part.code_rows(np.array([r]))[0]).fractions()  # (3, out)
+            for k in range(3):
+                for o in range(exact.shape[1]):
+                    assert abs(Fraction(float(G[n, k, o])) - exact[k, o]) <= Fraction(float(err[n, o]))
+            # and the bound is tight enough to separate maps that differ: far below the coefficients
+            assert np.all(err[n] < 1e-9 * (1 + np.abs(G[n]).max()))

@@ -186,6 +186,41 @@ class TileSummary:
     layout: tuple | None = None
     #: whether ``linear`` was decided in exact arithmetic (the partition's program), not by a tolerance
     linear_exact: bool = False
+    #: the border pieces' float output maps ``(B, 3, out)`` in the domain's own coordinates ``u`` (the same
+    #: in every tile) and a rigorous bound ``(B, out)`` on every coefficient's distance from the exact map
+    #: (:func:`_maps_in_u`); None where the partition has no engine maps
+    fmaps: np.ndarray | None = None
+    ferr: np.ndarray | None = None
+
+
+def _maps_in_u(part: Partition, rows: np.ndarray):
+    """The engine's float output maps of regions ``rows``, rewritten from the tile's normalised coordinates
+    ``u = c + h u'`` (``c``, ``h``: the exact midpoint and half-width of the tile) into ``u`` itself, with a
+    rigorous bound on each coefficient's error: the engine's bound carried through ``a_k = a'_k / h_k`` and
+    ``a_0 = a'_0 - sum_k a'_k c_k / h_k``, plus every rounding of that rewriting (``c`` and ``h`` are computed
+    in floats within one rounding each; ``gamma(8)`` covers the few roundings of each term). Exact maps are
+    equal in ``u`` iff in ``u'``, so these compare pieces of different tiles. ``(None, None)`` without engine
+    maps."""
+    if part._engine_maps is None:
+        return None, None
+    from .._predicates import EPS, TINY, gamma
+
+    F, eb = part._engine_maps
+    F = F[rows]  # (B, 3, out)
+    eb = np.broadcast_to(eb, (part.n_regions, F.shape[2]))[rows]  # (B, out)
+    lo, hi = np.asarray(part.domain.param_lo, float), np.asarray(part.domain.param_hi, float)
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    G = np.empty_like(F)
+    G[:, 0] = F[:, 0] / h[0]
+    G[:, 1] = F[:, 1] / h[1]
+    t0, t1 = G[:, 0] * c[0], G[:, 1] * c[1]
+    G[:, 2] = F[:, 2] - t0 - t1
+    r = gamma(8)
+    s = abs(c[0] / h[0]) + abs(c[1] / h[1])
+    slope = eb * (1 / min(abs(h[0]), abs(h[1]))) * (1 + r) + r * np.maximum(np.abs(G[:, 0]), np.abs(G[:, 1]))
+    const = eb * (1 + s) * (1 + r) + r * (np.abs(F[:, 2]) + np.abs(t0) + np.abs(t1) + np.abs(G[:, 2]))
+    err = (np.maximum(slope, const) + TINY) * (1 + 4 * EPS)
+    return G, err
 
 
 def _code_layout(part: Partition) -> tuple:
@@ -260,7 +295,7 @@ def _summarise(part: Partition, domain, index, grid, rtol: float | None) -> Tile
     border = np.unique(np.concatenate([v[0] for v in sides.values()])) if sides else np.zeros(0, np.int64)
     maps = normalised_maps(part.maps[border], lo, hi)
     codes = part.code_bytes()[border]
-    return TileSummary(
+    out = TileSummary(
         index=(int(r), int(c)),
         pieces=R,
         n_linear=int(linear.max(initial=-1)) + 1,
@@ -273,6 +308,9 @@ def _summarise(part: Partition, domain, index, grid, rtol: float | None) -> Tile
         layout=_code_layout(part),
         linear_exact=exact,
     )
+    if exact:
+        out.fmaps, out.ferr = _maps_in_u(part, border)
+    return out
 
 
 @dataclasses.dataclass
@@ -611,18 +649,28 @@ def _exact_border_joins(domain, program, S: list, ask: list) -> np.ndarray:
     decide. Pairs of different codes across a border exist only where a boundary runs along it: few."""
     from ..results._linear import same_maps
 
-    rows = []
-    for k, j, ka, kb, _ in ask:
-        rows.append(_code_rows(S[k].layout, S[k].codes[ka]))
-        rows.append(_code_rows(S[j].layout, S[j].codes[kb]))
-    codes = np.concatenate(rows)
+    # every pair's two pieces, stacked: (tile, row in its border arrays)
+    side = [(k, ka) for k, j, ka, kb, _ in ask for k, ka in ((k, ka), (j, kb))]
     n_pairs = [ka.size for _, _, ka, _, _ in ask]
     firsts = np.cumsum([0] + [2 * n for n in n_pairs])[:-1]
     pairs = np.concatenate(
         [np.stack([f + np.arange(n), f + n + np.arange(n)], 1) for f, n in zip(firsts, n_pairs, strict=True)]
     )
+    fm = None
+    if all(S[k].fmaps is not None for k, _ in side):
+        fm = (np.concatenate([S[k].fmaps[ka] for k, ka in side]), np.concatenate([S[k].ferr[ka] for k, ka in side]))
+    starts = np.cumsum([0] + [ka.size for _, ka in side])
+
+    def codes(index):  # only the pieces the float maps leave undecided are expanded
+        out = []
+        for i in np.asarray(index).tolist():
+            t = int(np.searchsorted(starts, i, "right")) - 1
+            k, ka = side[t]
+            out.append(_code_rows(S[k].layout, S[k].codes[ka[i - starts[t] : i - starts[t] + 1]]))
+        return np.concatenate(out)
+
     x0, V = domain.input_map()
-    keep = same_maps(pairs, program, codes, x0, V)
+    keep = same_maps(pairs, program, codes if fm is not None else codes(np.arange(starts[-1])), x0, V, None, fm)
     return np.concatenate([e for *_, e in ask])[keep]
 
 

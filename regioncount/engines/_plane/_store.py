@@ -45,7 +45,10 @@ class _Store:
         """Reorder the regions so that the descendants of each op-start parent are contiguous, in parent
         order: later ops then work on parents in chunks that map to contiguous runs of regions."""
         n = self.n
-        order = np.argsort(self.anc[:n], kind="stable")
+        anc = self.anc[:n]
+        if n < 2 or bool(np.all(anc[1:] >= anc[:-1])):
+            return  # already in parent order (one parent, as the first layer has): the stable sort moves nothing
+        order = np.argsort(anc, kind="stable")
         for a in [getattr(self, name) for name in ("V", "nv", "tag", "R", "cen", "rad", "anc")] + list(
             self.extra.values()
         ):

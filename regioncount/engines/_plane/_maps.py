@@ -128,11 +128,12 @@ def _affine(A, op: Affine, bd: _Bounds):
     if not isinstance(A, _Masked):
         out = np.empty(A.shape[:3] + (d_out,))
         _matmul_rows(A, W, out)
-    elif A.base.shape[0] <= 16 and T == 1:
+    elif A.base.shape[0] <= 16 and T == 1 and 2 * int(A.cross.sum()) < A.cross.size:
         # few parents with many children each (the box, split by a first layer): per parent, the units on in
         # every child (``fixed``) once, then (children x crossing units) bits @ (crossing x 3 d_out): a unit
-        # that does not cross the parent costs nothing per child. One token only: with several, tokens whose
-        # exact maps are equal must get bitwise-equal floats, which one summation order over every unit gives
+        # that does not cross the parent costs nothing per child (taken where most units do not cross: a
+        # tile of a wide first layer). One token only: with several, tokens whose exact maps are equal must get
+        # bitwise-equal floats, which one summation order over every unit gives
         R0, _, _, d = A.base.shape
         out = np.empty((A.n, 3, T, d_out))
         for p in range(R0):
@@ -156,8 +157,7 @@ def _affine(A, op: Affine, bd: _Bounds):
                     o += F[:, t, :]
                     out[rs, :, t, :] = o
     elif A.base.shape[0] <= 16:
-        # few parents with many children each, several tokens: per parent and token, (children x d) bits @
-        # (d x 3 d_out)
+        # few parents with many children each: per parent and token, (children x d) bits @ (d x 3 d_out)
         R0, _, _, d = A.base.shape
         out = np.empty((A.n, 3, T, d_out))
         step = max(1, _CHUNK // max(1, T * d, 3 * T * d_out))

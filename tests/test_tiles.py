@@ -478,3 +478,26 @@ def test_border_maps_in_the_domain_coordinates_hold_the_exact_maps(seed):
                     assert abs(Fraction(float(G[n, k, o])) - exact[k, o]) <= Fraction(float(err[n, o]))
             # and the bound is tight enough to separate maps that differ: far below the coefficients
             assert np.all(err[n] < 1e-9 * (1 + np.abs(G[n]).max()))
+
+
+def test_a_tiled_count_reports_the_tiles_sign_tests_and_their_exactness():
+    """The record of a tiled count sums its tiles' sign tests, exact fallbacks and assumed identities (a
+    tile that assumed one makes the count inexact, as one partition would be)."""
+    from regioncount import count_record
+    from regioncount.engines._tiles import TiledCount
+
+    net = random_mlp(2, [20, 9], seed=4, init="torch")
+    dom = Box(-2, 2, 2)
+    rec = count_record(net, dom, tiles=(2, 3))
+    want = np.sum(
+        [
+            [partition_plane(net, t).stats[k] for k in ("predicates", "exact_predicates", "assumed")]
+            for _, t in split_domain(dom, (2, 3))
+        ],
+        axis=0,
+    )
+    got = [rec.details["predicates"], rec.details["exact_predicates"], rec.details["assumed_identities"]]
+    assert got == want.tolist() and got[0] > 0
+    assert rec.exact
+    inexact = TiledCount(1, 1, 1, (1, 1), 0.0, [0.0], tests=(10, 0, 1))
+    assert not inexact.exact and inexact.as_dict()["exact"] is False

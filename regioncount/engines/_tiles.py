@@ -191,6 +191,9 @@ class TileSummary:
     #: (:func:`_maps_in_u`); None where the partition has no engine maps
     fmaps: np.ndarray | None = None
     ferr: np.ndarray | None = None
+    #: the tile partition's sign tests, those decided in rationals, and attention identities assumed from
+    #: equal floats (``Partition.stats``); None where unknown (a shard read back)
+    tests: tuple | None = None
 
 
 def _maps_in_u(part: Partition, rows: np.ndarray):
@@ -310,6 +313,8 @@ def _summarise(part: Partition, domain, index, grid, rtol: float | None) -> Tile
     )
     if exact:
         out.fmaps, out.ferr = _maps_in_u(part, border)
+    if all(k in part.stats for k in ("predicates", "exact_predicates", "assumed")):
+        out.tests = tuple(int(part.stats[k]) for k in ("predicates", "exact_predicates", "assumed"))
     return out
 
 
@@ -337,15 +342,26 @@ class TiledCount:
     certificate: dict | None = None
     #: whether ``linear_regions`` was decided in exact arithmetic (False: by a relative tolerance)
     linear_exact: bool = False
+    #: summed over the tiles: vertex sign tests, those decided in rational arithmetic, and attention identities
+    #: taken from equal floats (not proven; ``exact`` is False unless 0); None where a tile did not say
+    tests: tuple | None = None
+
+    @property
+    def exact(self) -> bool:
+        """No tile assumed an attention identity from equal floats (every other decision is exact)."""
+        return self.tests is None or self.tests[2] == 0
 
     def as_dict(self) -> dict:
         out = {
             "regions": self.regions,
             "linear_regions": self.linear_regions,
             "linear_exact": self.linear_exact,
+            "exact": self.exact,
             "pieces": self.pieces,
             "tiles": list(self.tiles),
         }
+        if self.tests is not None:
+            out.update(zip(("predicates", "exact_predicates", "assumed_identities"), self.tests, strict=True))
         if self.certificate is not None:
             out["certificate"] = self.certificate
         return out
@@ -635,6 +651,7 @@ def merge_tiles(
         seconds=seconds,
         tile_seconds=[s.seconds for s in S],
         linear_exact=exact,
+        tests=tuple(int(v) for v in np.sum([x.tests for x in S], axis=0)) if all(x.tests for x in S) else None,
     )
     if all(s.partition is not None for s in S):
         out.partition = _merged_partition(domain, grid, [s.partition for s in S])

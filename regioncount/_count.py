@@ -293,11 +293,22 @@ def count_record(
         return record(poly, poly.regions, lin, True, details)
     limit = _region_limit(cap, PLANE_BYTES_PER_REGION, max_regions)
     if engine == "tiles":
+        from .engines._fork import default_workers
         from .engines._tiles import count_tiled
 
         try:
+            # tiles chosen for a large count start on every worker at once (no first tile here to gauge the pace)
+            workers = None if auto is None or client is not None else default_workers()
             tiled = count_tiled(
-                net, dom, tiles, client=client, max_regions=limit, shards=shards, progress=progress, certify=certify
+                net,
+                dom,
+                tiles,
+                client=client,
+                max_regions=limit,
+                shards=shards,
+                progress=progress,
+                certify=certify,
+                workers=workers,
             )
         except ResidentMemoryError:
             raise

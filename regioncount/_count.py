@@ -298,7 +298,7 @@ def count_record(
 
         try:
             # tiles chosen for a large count start on every worker at once (no first tile here to gauge the pace)
-            workers = None if auto is None or client is not None else default_workers()
+            workers = None if auto is None else default_workers()
             tiled = count_tiled(
                 net,
                 dom,

@@ -65,8 +65,9 @@ def tile_grid(tiles) -> tuple[int, int]:
     return rows, cols
 
 
-#: ``tiles="auto"`` splits an exact 2D count into tiles where the first layer's lines alone cut the domain into
-#: at least this many regions (below it one partition is as fast; measured in benchmarks/README.md).
+#: An exact 2D count with no tiles given is split into tiles (:func:`auto_tiles`) where the first layer's lines
+#: alone cut the domain into at least this many regions (below it one partition is as fast; measured in
+#: benchmarks/README.md).
 AUTO_TILES_MIN = 1 << 17
 
 #: Line pairs :func:`first_layer_regions` tests at most (a seeded sample of them beyond it, scaled up).
@@ -91,18 +92,19 @@ def first_layer_regions(net, domain) -> int | None:
         return None  # the domain does not fit the network: the engine says so
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
     c, h = (lo + hi) / 2, (hi - lo) / 2
-    a = (W @ np.asarray(V, float)) * h  # lines a u' + a0 on the square u' in [-1, 1]^2
-    a0 = W @ np.asarray(x0, float) + b + (W @ np.asarray(V, float)) @ c
+    WV = W @ np.asarray(V, float)
+    a = WV * h  # lines a u' + a0 on the square u' in [-1, 1]^2
+    a0 = W @ np.asarray(x0, float) + b + WV @ c
     crosses = np.abs(a0) < np.abs(a).sum(axis=1)
     a, a0 = a[crosses], a0[crosses]
     L = a0.size
     n_pairs = L * (L - 1) // 2
     if n_pairs == 0:
         return 1 + L
-    rng = np.random.default_rng(0)
     if n_pairs <= _PAIRS_MAX:
         i, j = np.triu_indices(L, 1)
     else:
+        rng = np.random.default_rng(0)
         i, j = rng.integers(0, L, _PAIRS_MAX), rng.integers(0, L, _PAIRS_MAX)
         ok = i != j
         i, j = i[ok], j[ok]
@@ -625,7 +627,7 @@ def merge_tiles(
     # codes whose maps agree across a border segment they share (a boundary that runs along the border)
     same_cells, same_lin = _same_code_edges(S, piece0, lin0)
     cell_edges, lin_edges = [same_cells], [same_lin]
-    exact = rtol is None and program is not None and all(x.linear_exact and x.layout is not None for x in S)
+    exact = rtol is None and program is not None and all(x.linear_exact for x in S)
     ask = []  # exact mode: (k, j, ka, kb, lin edges) of the different-code pairs, decided together below
     for k, j, _, _, ia, ib, ka, kb, same in _border_pairs(grid, S):
         if ia.size == 0:
@@ -662,8 +664,9 @@ def merge_tiles(
 
 def _exact_border_joins(domain, program, S: list, ask: list) -> np.ndarray:
     """The linear-region edges of ``ask`` (see :func:`merge_tiles`) whose two pieces' output maps are equal in
-    exact arithmetic: float maps with rigorous bounds recomputed from both codes, rationals where they cannot
-    decide. Pairs of different codes across a border exist only where a boundary runs along it: few."""
+    exact arithmetic: the tiles' float maps with their rigorous bounds (:func:`_maps_in_u`) first, rationals
+    from the two codes where those cannot decide. Such pairs are many: besides boundaries that run along a
+    border, pieces whose ends differ by rounding touch across it."""
     from ..results._linear import same_maps
 
     # every pair's two pieces, stacked: (tile, row in its border arrays)
@@ -678,13 +681,18 @@ def _exact_border_joins(domain, program, S: list, ask: list) -> np.ndarray:
         fm = (np.concatenate([S[k].fmaps[ka] for k, ka in side]), np.concatenate([S[k].ferr[ka] for k, ka in side]))
     starts = np.cumsum([0] + [ka.size for _, ka in side])
 
-    def codes(index):  # only the pieces the float maps leave undecided are expanded
-        out = []
-        for i in np.asarray(index).tolist():
-            t = int(np.searchsorted(starts, i, "right")) - 1
-            k, ka = side[t]
-            out.append(_code_rows(S[k].layout, S[k].codes[ka[i - starts[t] : i - starts[t] + 1]]))
-        return np.concatenate(out)
+    def codes(index):  # only the pieces the float maps leave undecided are expanded, side by side
+        index = np.asarray(index, np.int64)
+        t = np.searchsorted(starts, index, "right") - 1
+        out = np.empty((index.size, 0), np.int32)
+        for u in np.unique(t).tolist():
+            k, ka = side[u]
+            at = np.flatnonzero(t == u)
+            rows = _code_rows(S[k].layout, S[k].codes[ka[index[at] - starts[u]]])
+            if out.shape[1] != rows.shape[1]:
+                out = np.empty((index.size, rows.shape[1]), np.int32)
+            out[at] = rows
+        return out
 
     x0, V = domain.input_map()
     keep = same_maps(pairs, program, codes if fm is not None else codes(np.arange(starts[-1])), x0, V, None, fm)

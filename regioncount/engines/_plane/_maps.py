@@ -135,27 +135,24 @@ def _affine(A, op: Affine, bd: _Bounds):
         # tile of a wide first layer). One token only: with several, tokens whose exact maps are equal must get
         # bitwise-equal floats, which one summation order over every unit gives
         R0, _, _, d = A.base.shape
-        out = np.empty((A.n, 3, T, d_out))
+        out = np.empty((A.n, 3, 1, d_out))
+        step = max(1, _CHUNK // max(1, d, 3 * d_out))
         for p in range(R0):
             rows = np.flatnonzero(A.parent == p)
             if rows.size == 0:
                 continue
-            base = A.base[p]  # (3, T, d)
-            F = (base * A.fixed[p].reshape(1, T, d)) @ W.T  # (3, T, d_out)
-            cross = A.cross[p].reshape(T, d)
-            cols = [np.flatnonzero(cross[t]) for t in range(T)]
-            B = [
-                (base[:, t, c][:, :, None] * W.T[c][None]).transpose(1, 0, 2).reshape(c.size, 3 * d_out)
-                for t, c in enumerate(cols)
-            ]
-            step = max(1, _CHUNK // max(1, T * d, 3 * T * d_out, max(c.size for c in cols)))
+            # the always-on part as a stack of (1, d) @ (d, d_out) products: a (3, d) @ (d, d_out) product rounds
+            # differently, and the maps stay the floats they were
+            F = ((A.base[p] * A.fixed[p].reshape(1, 1, d)) @ W.T)[:, 0]  # (3, d_out)
+            base = A.base[p, :, 0]  # (3, d)
+            c = np.flatnonzero(A.cross[p])
+            B = (base[:, c, None] * W.T[c][None]).transpose(1, 0, 2).reshape(c.size, 3 * d_out)
             for lo in range(0, rows.size, step):
                 rs = rows[lo : lo + step]
-                m = np.unpackbits(A.bits[rs], axis=1, count=T * d).reshape(rs.size, T, d)
-                for t in range(T):
-                    o = (m[:, t, cols[t]].astype(np.float64) @ B[t]).reshape(-1, 3, d_out)
-                    o += F[:, t, :]
-                    out[rs, :, t, :] = o
+                m = np.unpackbits(A.bits[rs], axis=1, count=d)
+                o = (m[:, c].astype(np.float64) @ B).reshape(-1, 3, d_out)
+                o += F
+                out[rs, :, 0, :] = o
     elif A.base.shape[0] <= 16:
         # few parents with many children each: per parent and token, (children x d) bits @ (d x 3 d_out)
         R0, _, _, d = A.base.shape

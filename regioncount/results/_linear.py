@@ -82,6 +82,21 @@ def candidate_labels(F, E) -> list:
     return [np.floor(s / unit + shift).astype(np.int64) for shift in (0.0, 0.5)]
 
 
+def candidate_pairs(F, E, find) -> np.ndarray | None:
+    """The neighbour pairs whose exact output maps can be equal, from float output maps ``F (R, c, d_out)`` and
+    their error bounds ``E (R, d_out)``: pairs that share a label of one of the two grids of
+    :func:`candidate_labels`. ``find(g)`` gives the neighbour pairs ``(m, 2)`` of regions with equal labels
+    ``g (R,)`` (each result type matches its own facets); a grid where every label is a region's own offers no
+    pair and is not searched. ``None`` where the bounds are unusable (every neighbour pair is then a candidate)."""
+    from ._graph import shared
+
+    grids = candidate_labels(F, E)
+    if any(g is None for g in grids):
+        return None
+    found = [p for p in (find(g) for g in grids if shared(g).any()) if p.size]
+    return np.unique(np.concatenate(found), axis=0) if found else np.zeros((0, 2), np.int64)
+
+
 def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None, float_maps_=None) -> np.ndarray:
     """``(m,)`` bool: whether the output maps of regions ``pairs[:, 0]`` and ``pairs[:, 1]`` are equal in exact
     arithmetic (module docstring). ``codes (R, C)``: flat codes in the forward pass's layout, or a function
@@ -137,4 +152,4 @@ def linear_labels(
     return _components(n, pairs[keep])
 
 
-__all__ = ["linear_labels", "same_maps", "output_maps"]
+__all__ = ["linear_labels", "same_maps", "output_maps", "candidate_pairs"]

@@ -338,27 +338,17 @@ class Partition:
         return _components(R, E[maps_agree(Mn[E[:, 0]], Mn[E[:, 1]], 1e-9 if rtol is None else rtol)])
 
     def _candidate_pairs(self, fm) -> np.ndarray:
-        """The neighbour pairs whose exact output maps can be equal, from the engine's float maps ``fm = (F, E)``:
-        two regions with equal exact maps share a label in one of the two grid labellings of
-        :func:`~._linear.candidate_labels`, so only regions that share a label with another need their edges
-        matched, and only pairs that share one are kept (no pair at all where every label is a region's own).
-        All neighbour pairs where the bounds are unusable."""
-        from ._linear import candidate_labels
+        """The neighbour pairs whose exact output maps can be equal (:func:`~._linear.candidate_pairs`), from the
+        engine's float maps ``fm = (F, E)``: per grid, only the edges of regions that share a label with another
+        are matched. All neighbour pairs where the bounds are unusable."""
+        from ._linear import candidate_pairs
 
-        grids = candidate_labels(*fm)
-        if any(g is None for g in grids):
-            return self.adjacency()
-        R = self.n_regions
-        among = np.zeros(R, bool)
-        for g in grids:
-            among |= shared(g)
-        if not among.any():
-            return np.zeros((0, 2), np.int64)
-        E = self._find_adjacency(among)
-        share = np.zeros(E.shape[0], bool)
-        for g in grids:
-            share |= g[E[:, 0]] == g[E[:, 1]]
-        return E[share]
+        def find(g):
+            E = self._find_adjacency(shared(g))
+            return E[g[E[:, 0]] == g[E[:, 1]]]
+
+        pairs = candidate_pairs(*fm, find)
+        return self.adjacency() if pairs is None else pairs
 
     def linear_regions(self, rtol: float | None = None) -> int:
         """Number of linear regions (Montúfar et al. 2014); never more than :attr:`n_regions`."""

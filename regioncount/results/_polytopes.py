@@ -352,7 +352,7 @@ class Polytopes:
             return np.arange(R)
         if rtol is None and self.program is not None:
             if self._linear is None:
-                from ._linear import candidate_labels, linear_labels, output_maps
+                from ._linear import candidate_pairs, linear_labels, output_maps
 
                 x0, V = self.domain.input_map()
                 if self._float_output is not None and self._adjacency is None:
@@ -361,16 +361,11 @@ class Polytopes:
                         self._linear.setflags(write=False)
                         return self._linear
                 F, Eb = output_maps(self.program, self.codes, x0, V)
-                grids = candidate_labels(F, Eb) if F is not None else [None]
-                if any(g is None for g in grids) or self._adjacency is not None:
-                    pairs = self.adjacency()
-                else:  # only neighbours whose maps can be equal (adjacency within each grid's labels)
-                    found = [self._find_adjacency(g) for g in grids]
-                    pairs = (
-                        np.unique(np.concatenate(found), axis=0)
-                        if any(p.size for p in found)
-                        else np.zeros((0, 2), np.int64)
-                    )
+                # only neighbours whose maps can be equal (adjacency within each grid's labels)
+                pairs = (
+                    None if F is None or self._adjacency is not None else candidate_pairs(F, Eb, self._find_adjacency)
+                )
+                pairs = self.adjacency() if pairs is None else pairs
                 fm = None if F is None else (F, Eb)
                 self._linear = linear_labels(R, pairs, self.program, self.codes, x0, V, self.stats, fm)
                 self._linear.setflags(write=False)
@@ -401,18 +396,15 @@ class Polytopes:
         equal, whatever the coordinates and however loose the (uniform) bound; the neighbours so found are
         decided as always, on maps recomputed from the codes of just their regions (tight per-region bounds,
         then rational arithmetic). None where the bound is unusable (the caller takes the general path)."""
-        from ._linear import candidate_labels, linear_labels, output_maps
+        from ._linear import candidate_pairs, linear_labels, output_maps
 
         Fe, Ee = self._float_output
         R = self.n_regions
-        grids = candidate_labels(Fe, np.broadcast_to(Ee, (R, Ee.shape[0])))
-        if any(g is None for g in grids):
+        pairs = candidate_pairs(Fe, np.broadcast_to(Ee, (R, Ee.shape[0])), self._find_adjacency)
+        if pairs is None:
             return None
-        # a pair shares a label: where every region's label is its own, a grid offers none
-        found = [self._find_adjacency(g) for g in grids if np.unique(g).size < R]
-        if not any(p.size for p in found):
+        if pairs.size == 0:
             return np.arange(R)
-        pairs = np.unique(np.concatenate(found), axis=0)
         need = np.unique(pairs)
         codes = self.codes
         F, Eb = output_maps(self.program, codes[need], x0, V)

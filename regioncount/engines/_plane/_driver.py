@@ -22,7 +22,7 @@ from .._fork import default_workers
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
-from ._maps import _Bounds, _materialise, _take_rows, _Tokens
+from ._maps import _Added, _Bounds, _materialise, _take_rows, _Tokens
 from ._polygon import _FIRST_TAG, _areas
 from ._predicates import _Decisions
 from ._store import _Store
@@ -223,6 +223,8 @@ class _Engine(_Decisions):
         of each region at entry."""
         chain = np.arange(self.st.n)
         for op in ops:
+            if isinstance(A, _Added):  # lazy only until the store is split into batches
+                A = A.full()
             A, bd, par = KERNELS.lookup(op)(self, op, A, bd)
             if par is not None:
                 chain = chain[par]
@@ -236,8 +238,11 @@ def residual(eng: _Engine, op: Residual, A, bd: _Bounds):
     A_b, bd_b, par = eng.run(op.body, A_in, bd)
     same = par.size == A_in.shape[0] and np.array_equal(par, np.arange(par.size))
     if isinstance(A_b, _Tokens):
-        A = A_in.copy() if same else A_in[par]
-        A_b.add_to(A)  # x + y == y + x exactly
+        if not same:  # kept lazy (see _Added): a batched count gathers its batches' rows only
+            A = _Added(A_in, par, A_b)
+        else:
+            A = A_in.copy()
+            A_b.add_to(A)  # x + y == y + x exactly
     elif same:
         A = _materialise(A_b)  # no region split: no gather
         if A is A_b and np.may_share_memory(A, A_in):

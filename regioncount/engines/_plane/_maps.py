@@ -69,10 +69,27 @@ class _Tokens:
             out[:, :, i, :] += self.parts[c]
 
 
+@dataclasses.dataclass
+class _Added:
+    """A residual's output where attention split the regions, kept lazy: row ``r`` is ``base[parent[r]]`` (the
+    input maps ``(R0, 3, T, d)`` of its parent) plus row ``r`` of ``tokens`` (the attention's :class:`_Tokens`).
+    A count whose store is then split into batches gathers each batch's rows only, never every region's at
+    once; any kernel gets the dense maps (:meth:`full`), the same floats as gathering and adding at once."""
+
+    base: np.ndarray  # (R0, 3, T, d)
+    parent: np.ndarray  # (R,)
+    tokens: _Tokens
+
+    def full(self) -> np.ndarray:
+        out = self.base[self.parent]  # a fresh array: add in place (x + y == y + x exactly)
+        self.tokens.add_to(out)
+        return out
+
+
 def _materialise(A) -> np.ndarray:
     if isinstance(A, _Masked):
         return A.rows(slice(None))
-    if isinstance(A, _Tokens):
+    if isinstance(A, (_Tokens, _Added)):
         return A.full()
     return A
 
@@ -218,6 +235,8 @@ def _take_rows(A, lo: int, hi: int):
     """Rows ``lo:hi`` of the maps (a lazy ReLU output keeps only the parents those rows need)."""
     if isinstance(A, _Tokens):
         return _Tokens([p[lo:hi] for p in A.parts], A.cls)
+    if isinstance(A, _Added):
+        return _Added(A.base, A.parent[lo:hi], _take_rows(A.tokens, lo, hi))
     if not isinstance(A, _Masked):
         return A[lo:hi]
     plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1

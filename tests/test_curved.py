@@ -179,7 +179,13 @@ def _grid(n, lo=-1.0, hi=1.0):
 
 
 @pytest.mark.parametrize(
-    "tokens, depth, seed", [(2, 3, 0), (2, 4, 1), (4, 2, 2), pytest.param(4, 3, 3, marks=pytest.mark.slow)]
+    "tokens, depth, seed",
+    [
+        (2, 3, 0),
+        pytest.param(2, 4, 1, marks=pytest.mark.slow),
+        (4, 2, 2),
+        pytest.param(4, 3, 3, marks=pytest.mark.slow),
+    ],
 )
 def test_random_hardmax_invariants(tokens, depth, seed):
     net = random_transformer(tokens=tokens, d_model=4, depth=depth, seed=seed)

@@ -85,16 +85,24 @@ def candidate_labels(F, E) -> list:
 def candidate_pairs(F, E, find) -> np.ndarray | None:
     """The neighbour pairs whose exact output maps can be equal, from float output maps ``F (R, c, d_out)`` and
     their error bounds ``E (R, d_out)``: pairs that share a label of one of the two grids of
-    :func:`candidate_labels`. ``find(g)`` gives the neighbour pairs ``(m, 2)`` of regions with equal labels
-    ``g (R,)`` (each result type matches its own facets); a grid where every label is a region's own offers no
-    pair and is not searched. ``None`` where the bounds are unusable (every neighbour pair is then a candidate)."""
+    :func:`candidate_labels`. ``find(grids)`` gets the grids that offer a pair, as ``(g (R,), mask (R,))`` with
+    ``mask`` the regions sharing their label ``g`` with another, and gives distinct neighbour pairs ``(m, 2)``
+    covering every neighbour pair of equal labels in one of them (each result type matches its own facets: one
+    search over the union of the masks, or one per grid); only those pairs are kept. No pair where every label
+    is a region's own; ``None`` where the bounds are unusable (every neighbour pair is then a candidate)."""
     from ._graph import shared
 
     grids = candidate_labels(F, E)
     if any(g is None for g in grids):
         return None
-    found = [p for p in (find(g) for g in grids if shared(g).any()) if p.size]
-    return np.unique(np.concatenate(found), axis=0) if found else np.zeros((0, 2), np.int64)
+    offer = [(g, m) for g, m in ((g, shared(g)) for g in grids) if m.any()]
+    if not offer:
+        return np.zeros((0, 2), np.int64)
+    P = find(offer)
+    keep = np.zeros(P.shape[0], bool)
+    for g, _ in offer:
+        keep |= g[P[:, 0]] == g[P[:, 1]]
+    return P[keep]
 
 
 def same_maps(pairs: np.ndarray, program, codes, x0, V, stats: dict | None = None, float_maps_=None) -> np.ndarray:

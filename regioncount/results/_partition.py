@@ -19,7 +19,6 @@ from ..networks._ops import op_codes
 from ._graph import (
     _components as _components,  # re-exported: every result type labels components
     n_labels,
-    shared,
 )
 
 #: Default node limit of :meth:`Partition.to_networkx`.
@@ -339,15 +338,18 @@ class Partition:
 
     def _candidate_pairs(self, fm) -> np.ndarray:
         """The neighbour pairs whose exact output maps can be equal (:func:`~._linear.candidate_pairs`), from the
-        engine's float maps ``fm = (F, E)``: per grid, only the edges of regions that share a label with another
-        are matched. All neighbour pairs where the bounds are unusable."""
+        engine's float maps ``fm = (F, E)``: one facet search over the regions that share a label of either grid
+        with another. All neighbour pairs where the bounds are unusable."""
         from ._linear import candidate_pairs
 
-        def find(g):
-            E = self._find_adjacency(shared(g))
-            return E[g[E[:, 0]] == g[E[:, 1]]]
+        def find(offer):
+            among = offer[0][1].copy()
+            for _, m in offer[1:]:
+                among |= m
+            return self._find_adjacency(among)
 
-        pairs = candidate_pairs(*fm, find)
+        F, E = fm
+        pairs = candidate_pairs(F, E, find)
         return self.adjacency() if pairs is None else pairs
 
     def linear_regions(self, rtol: float | None = None) -> int:

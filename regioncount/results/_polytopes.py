@@ -274,6 +274,12 @@ class Polytopes:
         f = self.facet_ids[r, s]
         return r, s, f // 2, f % 2
 
+    def _find_by_grid(self, offer) -> np.ndarray:
+        """Distinct neighbour pairs of equal label in one of the grids ``offer`` (:func:`~._linear.candidate_pairs`):
+        facets matched within each label (one label for every marked region would make that matching quadratic)."""
+        found = [p for p in (self._find_adjacency(g) for g, _ in offer) if p.size]
+        return np.unique(np.concatenate(found), axis=0) if found else np.zeros((0, 2), np.int64)
+
     def _find_adjacency(self, label) -> np.ndarray:
         if self.n_regions < 2:
             return np.zeros((0, 2), np.int64)
@@ -362,9 +368,7 @@ class Polytopes:
                         return self._linear
                 F, Eb = output_maps(self.program, self.codes, x0, V)
                 # only neighbours whose maps can be equal (adjacency within each grid's labels)
-                pairs = (
-                    None if F is None or self._adjacency is not None else candidate_pairs(F, Eb, self._find_adjacency)
-                )
+                pairs = None if F is None or self._adjacency is not None else candidate_pairs(F, Eb, self._find_by_grid)
                 pairs = self.adjacency() if pairs is None else pairs
                 fm = None if F is None else (F, Eb)
                 self._linear = linear_labels(R, pairs, self.program, self.codes, x0, V, self.stats, fm)
@@ -400,7 +404,7 @@ class Polytopes:
 
         Fe, Ee = self._float_output
         R = self.n_regions
-        pairs = candidate_pairs(Fe, np.broadcast_to(Ee, (R, Ee.shape[0])), self._find_adjacency)
+        pairs = candidate_pairs(Fe, np.broadcast_to(Ee, (R, Ee.shape[0])), self._find_by_grid)
         if pairs is None:
             return None
         if pairs.size == 0:

@@ -98,15 +98,16 @@ class _Store:
         cap = self.V.shape[0]
         if need > cap:
             new = max(need, 2 * cap, 64)  # zero-filled on demand: the unused rows cost no memory until written
-            self.V = _grow(self.V, new)
-            self.nv = _grow(self.nv, new)
-            self.tag = _grow(self.tag, new)
-            self.R = _grow(self.R, new)
-            self.cen = _grow(self.cen, new)
-            self.rad = _grow(self.rad, new)
-            self.anc = _grow(self.anc, new)
+            n = self.n
+            self.V = _grow(self.V, new, n)
+            self.nv = _grow(self.nv, new, n)
+            self.tag = _grow(self.tag, new, n)
+            self.R = _grow(self.R, new, n)
+            self.cen = _grow(self.cen, new, n)
+            self.rad = _grow(self.rad, new, n)
+            self.anc = _grow(self.anc, new, n)
             for k, v in self.extra.items():
-                self.extra[k] = _grow(v, new)
+                self.extra[k] = _grow(v, new, n)
         rows = slice(self.n, need)
         self._write(rows, Vc, nvc, tagc, Rc)
         self.anc[rows] = self.anc[src_rows]
@@ -122,7 +123,9 @@ class _Store:
         self.extra[name] = full
 
 
-def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+def _grow(a: np.ndarray, cap: int, n: int) -> np.ndarray:
+    """``a`` with room for ``cap`` rows, its rows in use ``:n`` copied: the spare rows of ``a`` are never read
+    before they are written, and copying them would touch (and so allocate) as many fresh pages again."""
     out = np.zeros((cap,) + a.shape[1:], a.dtype)
-    out[: a.shape[0]] = a
+    out[:n] = a[:n]
     return out

@@ -161,9 +161,9 @@ class _Store:
         if need > cap:
             new = max(need, 2 * cap, 64)
             for name in self._ROW:
-                setattr(self, name, _grow(getattr(self, name), new))
+                setattr(self, name, _grow(getattr(self, name), new, self.n))
             for key, v in self.extra.items():
-                self.extra[key] = _grow(v, new)
+                self.extra[key] = _grow(v, new, self.n)
         rows = np.arange(self.n, need)
         self.write(rows, P)
         self.anc[rows] = self.anc[src_rows]
@@ -298,10 +298,11 @@ def _pack(bits: np.ndarray, W: int) -> np.ndarray:
     return np.packbits(pad, axis=-1, bitorder="little").view(np.uint64).reshape(bits.shape[:-1] + (W,))
 
 
-def _grow(a: np.ndarray, cap: int) -> np.ndarray:
-    """``a`` with room for ``cap`` rows; the new rows are left unset (the store writes every row it adds)."""
+def _grow(a: np.ndarray, cap: int, n: int) -> np.ndarray:
+    """``a`` with room for ``cap`` rows, its rows in use ``:n`` copied; the others are left unset (the store
+    writes every row it adds, and copying spare rows would only touch fresh pages)."""
     out = np.empty((cap,) + a.shape[1:], a.dtype)
-    out[: a.shape[0]] = a
+    out[:n] = a[:n]
     return out
 
 

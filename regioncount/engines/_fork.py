@@ -56,9 +56,13 @@ def default_workers(setting: int | None = None) -> int:
     return max(1, int(want))
 
 
-def fork_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple]:
+def fork_map(fn: Callable, items: Iterable, workers: int, here: Callable | None = None) -> Iterator[tuple]:
     """``(item, fn(item))`` for each item, computed in forked children, at most ``workers`` at once, in the
-    order they finish (module docstring)."""
+    order they finish (module docstring).
+
+    ``here``: the last item is computed in this process by ``here(item)`` (while the first children run: this
+    process counts as one of the ``workers``, with a child's share of the memory limit), not in a child; its
+    memory is warm, and its result is not sent through a pipe."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
@@ -66,11 +70,14 @@ def fork_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple]:
 
     ctx = mp.get_context("fork")
     todo = list(items)
-    workers = max(1, min(int(workers), len(todo)))
+    mine = [todo.pop()] if here is not None and len(todo) > 1 else []
+    if not mine:
+        here = None
+    workers = max(1, min(int(workers) - len(mine), len(todo)))
     limit = None
     if _memory.LIMIT is not None:
-        here = _memory.rss_bytes()
-        limit = here + max(1, (_memory.LIMIT - here) // workers)
+        held = _memory.rss_bytes()
+        limit = held + max(1, (_memory.LIMIT - held) // (workers + len(mine)))
     running: dict = {}
     try:
         while todo or running:
@@ -81,6 +88,16 @@ def fork_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple]:
                 p.start()
                 w.close()
                 running[r] = (item, p)
+            if mine:  # the first children run: now this process's own item, within its share of the limit
+                item = mine.pop()
+                whole = _memory.LIMIT
+                _memory.set_rss_limit(None if limit is None else max(limit, _memory.rss_bytes() + 1))
+                try:
+                    out = cast(Callable, here)(item)
+                finally:
+                    _memory.set_rss_limit(whole)
+                yield item, out
+                continue
             for ready in wait(list(running)):
                 item, p = running.pop(ready)
                 conn = cast(Connection, ready)  # the keys of running are the read ends

@@ -4,6 +4,7 @@ row batches once the store is large, and builds the :class:`~regioncount.results
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -38,6 +39,27 @@ WORKERS: int | None = None
 #: Batches run on worker processes only where the partition has at least this many regions when it is cut
 #: into batches (below it, starting workers costs more than it saves).
 PARALLEL_MIN = 1 << 14
+
+#: A store of at least this many regions (and at most :data:`BATCH`) at a top-level op boundary, before any
+#: batch, with ops that split regions still to come, is cut into batches: a first of :data:`GAUGE_PART` of its
+#: rows, then :data:`GAUGE_REST` of equal size (cuts that depend on the count alone, so the partition is the
+#: same wherever its batches run). The first runs here and gauges the pace; where the others would take longer
+#: than :data:`FORK_AFTER_S` here, they run on worker processes (this one among them), so the later layers of
+#: a mid-sized count, where most of its work lies, use every core.
+GAUGE_MIN = 1 << 10
+
+#: The first batch of a gauged store is this part of its rows (see :data:`GAUGE_MIN`) ...
+GAUGE_PART = 1 / 16
+
+#: ... and the other rows are cut into this many batches of equal size.
+GAUGE_REST = 2
+
+#: Seconds of remaining work (the first gauged batch's time per row times the rows left) above which the rest
+#: of a gauged store runs on worker processes; below it, starting them costs about what it saves.
+FORK_AFTER_S = 0.1
+
+#: Whether this process runs the last of the batches it hands to workers itself (one worker fewer is forked).
+HERE = True
 
 #: Tags of the cuts a worker process makes start at ``its batch number * TAG_STRIDE`` past the tags already
 #: taken, so that tags stay distinct across batches run apart.
@@ -98,6 +120,7 @@ class _Engine(_Decisions):
         st.cap_check = self.cap_check
         self._after_relu: Affine | None = None
         self.in_worker = False  # a forked worker runs its batches itself
+        self.gauged = False  # the store has been cut into batches (by GAUGE_MIN or BATCH): no gauge after
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -125,14 +148,25 @@ class _Engine(_Decisions):
         leaves = [_leaves(op) for op in ops]
         unit = span / max(1, sum(leaves))
         for k, op in enumerate(ops):
-            if self.st.n > self.batch and _splits(ops[k:]):
-                return self._batched(ops[k:], A, bd, unit * sum(leaves[k:]), start + sum(leaves[:k]))
+            n = self.st.n
+            if (n > self.batch or (n >= GAUGE_MIN and not self.gauged)) and _splits(ops[k:]):
+                rest, at = unit * sum(leaves[k:]), start + sum(leaves[:k])
+                if n > self.batch:
+                    return self._batched(ops[k:], A, bd, rest, at)
+                return self._gauge(ops[k:], A, bd, rest, at)
             self._step = unit
             self.pos = start + sum(leaves[:k])
             A, bd, _ = self.run([op], A, bd)
         return [self._finish(A, bd)]
 
+    def _run_batch(self, ops, A, bd, span: float, start: int, st: _Store, blocks: list, lo: int, hi: int):
+        """Rows ``lo:hi`` of the store ``st`` (code blocks ``blocks``, maps ``A``) through ``ops``: its pieces."""
+        self.st = st.subset(lo, hi)
+        self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
+        return self.solve(ops, _take_rows(A, lo, hi), bd, span, start)
+
     def _batched(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
+        self.gauged = True
         st, blocks = self.st, self.blocks
         n = st.n
         nb = -(-n // self.batch)
@@ -144,9 +178,30 @@ class _Engine(_Decisions):
         pieces: list[_Piece] = []
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             self.pending -= hi - lo
-            self.st = st.subset(lo, hi)
-            self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
-            pieces += self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
+            pieces += self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi)
+        return pieces
+
+    def _gauge(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
+        """The store cut into batches: the first runs here, and the others on worker processes where they would
+        take longer than :data:`FORK_AFTER_S` at its pace, else here (see :data:`GAUGE_MIN`)."""
+        self.gauged = True
+        st, blocks = self.st, self.blocks
+        n = st.n
+        first = max(1, int(n * GAUGE_PART))
+        nb = min(GAUGE_REST, n - first)
+        cuts = np.linspace(first, n, nb + 1).astype(np.int64)
+        self.pending += n - first
+        t0 = time.perf_counter()
+        pieces = self._run_batch(ops, A, bd, span * first / n, start, st, blocks, 0, first)
+        pace = (time.perf_counter() - t0) / first  # seconds per row
+        workers = min(default_workers(WORKERS), nb) if not self.in_worker else 1
+        if workers > 1 and pace * (n - first) > FORK_AFTER_S:
+            self.pending -= n - first  # the workers count their batches themselves
+            self.st, self.blocks = st, blocks
+            return pieces + self._forked(ops, A, bd, span * (n - first) / n, start, cuts, workers)
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            self.pending -= hi - lo
+            pieces += self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, int(lo), int(hi))
         return pieces
 
     def _batch_in_worker(self, b: int):
@@ -160,13 +215,26 @@ class _Engine(_Decisions):
         self.next_tag = tag0 + b * TAG_STRIDE
         # the cap sees the other batches at their size now (each only grows), as the first batch does when they
         # run here one after the other; the parent checks the total again
-        self.pending += int(cuts[-1]) - (hi - lo)
+        self.pending += int(cuts[-1] - cuts[0]) - (hi - lo)
         before = (self.n_predicates, self.n_exact, self.n_assumed)
-        self.st = st.subset(lo, hi)
-        self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in blocks]
-        pieces = self.solve(ops, _take_rows(A, lo, hi), bd, span / nb, start)
+        pieces = self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi)
         counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
         return pieces, counts
+
+    def _batch_here(self, b: int):
+        """:meth:`_batch_in_worker` run in this process (while the children run the other batches): the same work
+        and result, with this engine's state as it was before (the caller adds the counters, as for a child)."""
+        names = ("st", "blocks", "in_worker", "progress", "next_tag", "pending", "finished", "pos", "_pos", "_shown")
+        keep = {k: getattr(self, k) for k in names}
+        keep.update(n_predicates=self.n_predicates, n_exact=self.n_exact, n_assumed=self.n_assumed)
+        # the decisions' tables, which a child's additions never reach either
+        keep.update(_lines=list(self._lines), _table=self._table, records=list(self.records))
+        keep.update(_rec_starts=list(self._rec_starts), _exact_cache=dict(self._exact_cache))
+        try:
+            return self._batch_in_worker(b)
+        finally:
+            for k, v in keep.items():
+                setattr(self, k, v)
 
     def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int) -> list[_Piece]:
         """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each batch in a child that
@@ -180,7 +248,8 @@ class _Engine(_Decisions):
         pos0 = self._pos
         done: dict[int, list[_Piece]] = {}
         try:
-            for b, (pieces, (n_pred, n_exact, n_assumed)) in fork_map(self._batch_in_worker, range(nb), workers):
+            jobs = fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here if HERE else None)
+            for b, (pieces, (n_pred, n_exact, n_assumed)) in jobs:
                 done[b] = pieces
                 self.n_predicates += n_pred
                 self.n_exact += n_exact

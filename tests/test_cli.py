@@ -330,3 +330,26 @@ def test_a_k_dimensional_slice_records_its_origin_and_directions(capsys, mlp4_fi
     assert json.loads(out)["domain"] == {
         "affine_slice": {"origin": [0.0] * 4, "dirs": [[1.0, 1.0, 0.0, 0.0]], "lo": [-1.0], "hi": [1.0]}
     }
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_command_starts_blas_on_one_thread_unless_the_environment_says_otherwise(given):
+    """Its parallel work is on worker processes: the command sets the BLAS thread counts to 1 before NumPy
+    loads, where they are not set; a value the user set is kept."""
+    import subprocess
+    import sys
+
+    from _shared import subprocess_env
+
+    env = subprocess_env()
+    for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+        env.pop(name, None)
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = (
+        "import os, sys; sys.argv[0] = 'regioncount'; import regioncount_cli.main; import numpy; "
+        "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [given or "1", "1"]

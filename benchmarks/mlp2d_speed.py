@@ -12,7 +12,8 @@ and its workers). Rows:
   ``count_regions`` as it chooses (tiles=-1 in the row: auto tiles) and the whole ``regioncount count`` process;
 - ``1e7`` (with ``--big``): the 2->5700 net (~10^7 regions) as ``count_regions`` chooses and by 16 tiles.
 
-Children get one BLAS thread (``OPENBLAS_NUM_THREADS=1``) unless ``--blas-threads`` says otherwise, and may
+Children get one BLAS thread (``OPENBLAS_NUM_THREADS=1``) unless ``--blas-threads`` says otherwise (0: the
+variable unset, as a user's shell has it; the command then sets one thread itself), and may
 write bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped: a user's installed package has them; without
 them every process compiles the library again). Record the load average beside the numbers (it is printed).
 
@@ -69,8 +70,12 @@ def _usage_of(cmd: list[str], env: dict, timeout: float = 900) -> dict:
     }
 
 
+#: The command as a user runs it (``python -m``: the module is the command, so its start-up settings apply).
+CLI = [sys.executable, "-m", "regioncount_cli.main"]
+
+
 def cli_rows(blas: int | None, repeat: int) -> list[dict]:
-    cli = [sys.executable, "-c", "import sys; from regioncount_cli.main import main; sys.exit(main())"]
+    cli = CLI
     base = [*cli, "count", NPZ, "--box", "-2", "2", "--json"]
     _usage_of(base, _env(blas))  # one warm-up run: bytecode caches written, files in the page cache
     rows = []
@@ -149,8 +154,7 @@ def cli_big_row(width: int, blas: int | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"w{width}.npz")
         rc.save_model(rc.random_mlp(2, [width], seed=0, init="torch"), path)
-        cli = [sys.executable, "-c", "import sys; from regioncount_cli.main import main; sys.exit(main())"]
-        r = _usage_of([*cli, "count", path, "--box", "-2", "2", "--json"], _env(blas), timeout=1800)
+        r = _usage_of([*CLI, "count", path, "--box", "-2", "2", "--json"], _env(blas), timeout=1800)
     if r["rc"] != 0:
         return {"row": f"cli 2->{width}", "error": r["stderr"]}
     doc = json.loads(r["stdout"])

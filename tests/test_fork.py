@@ -34,29 +34,54 @@ def _forks() -> None:
         pytest.skip("worker processes are forked; this platform cannot fork")
 
 
-def test_batches_on_worker_processes_equal_batches_run_here():
+@pytest.mark.parametrize(
+    "settings, seed",
+    [
+        # past BATCH at an op boundary: every batch of 64 regions on the workers
+        ("_driver.BATCH, _driver.PARALLEL_MIN = 64, 0", 3),
+        # the mid-sized cut (_driver._gauge): its first batch here, then two, one on a child and one here at once
+        ("_driver.GAUGE_MIN, _driver.FORK_AFTER_S = 16, 0.0", 5),
+    ],
+    ids=["batches", "gauged"],
+)
+def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
+    """Batches run on forked workers (and on this process beside them) give the vertices, maps, codes, decisions
+    and neighbours of the same batches run here one after the other."""
     _forks()
     out = _run(
-        """
+        f"""
         import sys
         import numpy as np
         import regioncount as rc
+        from regioncount.engines import _fork
         from regioncount.engines._plane import _driver
         assert "jax" not in sys.modules
-        net = rc.random_mlp(2, [16, 16, 16], seed=3, init="torch")
+        net = rc.random_mlp(2, [16, 16, 16], seed={seed}, init="torch")
         box = rc.Box(-2, 2, 2)
-        _driver.BATCH, _driver.PARALLEL_MIN = 64, 0
-        runs = {}
+        _driver.GAUGE_MIN = 10**9
+        one = rc.partition_plane(net, box)  # one store, never cut
+        {settings}
+        forks = []
+        real = _fork.fork_map
+        def counted(fn, items, workers, here=None):
+            items = list(items)
+            forks.append((len(items), workers, here is not None))
+            return real(fn, items, workers, here=here)
+        _fork.fork_map = counted
+        runs = {{}}
         for w in (1, 2):
             _driver.WORKERS = w
             ticks = []
             p = rc.partition_plane(net, box, progress=lambda d, t: ticks.append(d))
             runs[w] = (p, ticks)
+        # forked with two workers only, each time one batch in this process
+        assert forks and all(n >= 2 and w == 2 and here for n, w, here in forks), forks
         (a, ta), (b, tb) = runs[1], runs[2]
-        assert a.n_regions == b.n_regions > 64 * 4, a.n_regions
+        assert a.n_regions == b.n_regions == one.n_regions > 64 * 4, a.n_regions
         assert np.array_equal(a.code_bytes(), b.code_bytes())
+        assert np.array_equal(np.unique(one.code_bytes(), axis=0), np.unique(a.code_bytes(), axis=0))
         assert np.array_equal(a.vertices, b.vertices) and np.array_equal(a.maps, b.maps)
-        assert a.linear_regions() == b.linear_regions()
+        assert a.linear_regions() == b.linear_regions() == one.linear_regions()
         for k in ("predicates", "exact_predicates", "assumed"):
             assert a.stats[k] == b.stats[k], k
         # the tags of cuts made apart differ, but group the same edges: the same neighbours
@@ -69,63 +94,6 @@ def test_batches_on_worker_processes_equal_batches_run_here():
             pass
         else:
             raise AssertionError("max_regions not enforced with worker processes")
-        print("ok")
-        """
-    )
-    assert out.strip() == "ok"
-
-
-def test_a_gauged_store_on_a_worker_and_here_equals_it_run_here():
-    """The mid-sized cut (_driver._gauge): its first batch here, then the other two on one forked worker and on
-    this process at once, gives the vertices, maps, codes and decisions of the same batches run here."""
-    _forks()
-    out = _run(
-        """
-        import sys
-        import numpy as np
-        import regioncount as rc
-        from regioncount.engines import _fork
-        from regioncount.engines._plane import _driver
-        assert "jax" not in sys.modules
-        net = rc.random_mlp(2, [16, 16, 16], seed=5, init="torch")
-        box = rc.Box(-2, 2, 2)
-        _driver.GAUGE_MIN, _driver.FORK_AFTER_S = 16, 0.0  # gauged early, and always forked where it can
-        forks = []
-        real = _fork.fork_map
-        def counted(fn, items, workers, here=None):
-            items = list(items)
-            forks.append((len(items), workers, here is not None))
-            return real(fn, items, workers, here=here)
-        _fork.fork_map = counted
-        runs = {}
-        for w in (1, 2):
-            _driver.WORKERS = w
-            ticks = []
-            p = rc.partition_plane(net, box, progress=lambda d, t: ticks.append(d))
-            runs[w] = (p, ticks)
-        assert forks == [(2, 2, True)], forks  # one batch on a child, one here; none with one worker
-        (a, ta), (b, tb) = runs[1], runs[2]
-        assert a.n_regions == b.n_regions > 16, a.n_regions
-        assert np.array_equal(a.code_bytes(), b.code_bytes())
-        assert np.array_equal(a.vertices, b.vertices) and np.array_equal(a.maps, b.maps)
-        for k in ("predicates", "exact_predicates", "assumed"):
-            assert a.stats[k] == b.stats[k], k
-        assert np.array_equal(a.adjacency(), b.adjacency())
-        assert a.linear_regions() == b.linear_regions()
-        assert ta[-1] == tb[-1] and tb == sorted(tb)
-        # against one store, never cut: the same regions (codes) and neighbours
-        _driver.GAUGE_MIN = 10**9
-        one = rc.partition_plane(net, box)
-        assert one.n_regions == a.n_regions
-        assert np.array_equal(np.unique(one.code_bytes(), axis=0), np.unique(a.code_bytes(), axis=0))
-        _driver.GAUGE_MIN = 16
-        # the cap holds across the batch here and the worker's
-        try:
-            rc.partition_plane(net, box, max_regions=a.n_regions - 1)
-        except rc.MemoryCapError:
-            pass
-        else:
-            raise AssertionError("max_regions not enforced with a gauged store")
         print("ok")
         """
     )

@@ -206,34 +206,37 @@ class _Engine(_Decisions):
             pieces += self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, int(lo), int(hi))
         return pieces
 
-    def _batch_in_worker(self, b: int):
+    def _batch_in_worker(self, b: int, here: bool = False):
         """Batch ``b`` of :attr:`_fork_job`, run in a forked child (which starts from this engine as it was at the
-        fork): its pieces and the counters it added."""
+        fork): its pieces and the counters it added. ``here``: run in this process beside the children
+        (:meth:`_batch_here`), reporting progress as if its batch were all of them (it is about their size)."""
         ops, A, bd, span, start, cuts, st, blocks, tag0 = self._fork_job
         nb = cuts.size - 1
         lo, hi = int(cuts[b]), int(cuts[b + 1])
         self.in_worker = True
-        self.progress = None  # the parent reports progress as batches finish
+        if not here:
+            self.progress = None  # the parent reports progress as batches finish
         self.next_tag = tag0 + b * TAG_STRIDE
         # the cap sees the other batches at their size now (each only grows), as the first batch does when they
         # run here one after the other; the parent checks the total again
         self.pending += int(cuts[-1] - cuts[0]) - (hi - lo)
         before = (self.n_predicates, self.n_exact, self.n_assumed)
-        pieces = self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi)
+        pieces = self._run_batch(ops, A, bd, span if here else span / nb, start, st, blocks, lo, hi)
         counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
         return pieces, counts
 
     def _batch_here(self, b: int):
         """:meth:`_batch_in_worker` run in this process (while the children run the other batches): the same work
-        and result, with this engine's state as it was before (the caller adds the counters, as for a child)."""
-        names = ("st", "blocks", "in_worker", "progress", "next_tag", "pending", "finished", "pos", "_pos", "_shown")
+        and result, with this engine's state as it was before (the caller adds the counters, as for a child), but
+        for the progress it showed (it never goes back)."""
+        names = ("st", "blocks", "in_worker", "progress", "next_tag", "pending", "finished", "pos", "_pos")
         keep = {k: getattr(self, k) for k in names}
         keep.update(n_predicates=self.n_predicates, n_exact=self.n_exact, n_assumed=self.n_assumed)
         # the decisions' tables, which a child's additions never reach either
         keep.update(_lines=list(self._lines), _table=self._table, records=list(self.records))
         keep.update(_rec_starts=list(self._rec_starts), _exact_cache=dict(self._exact_cache))
         try:
-            return self._batch_in_worker(b)
+            return self._batch_in_worker(b, here=True)
         finally:
             for k, v in keep.items():
                 setattr(self, k, v)

@@ -105,12 +105,13 @@ def _coef_bound(A: np.ndarray) -> np.ndarray:
 
 
 def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray):
-    """``out = X @ W.T`` over the last axis, in row chunks (X ``(R, ...)``)."""
+    """``out = X @ W.T`` over the last axis, in row chunks (X ``(R, ...)``, ``out`` C-contiguous): each chunk's
+    product is written in place (the same floats as a product then a copy, without the copy)."""
     R = X.shape[0]
     step = max(1, _CHUNK // max(1, X[0].size if R else 1, out[0].size if R else 1))
     for lo in range(0, R, step):
         x = X[lo : lo + step]
-        out[lo : lo + step] = (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:-1] + (W.shape[0],))
+        np.matmul(x.reshape(-1, x.shape[-1]), W.T, out=out[lo : lo + step].reshape(-1, W.shape[0]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,12 +196,13 @@ def _affine(A, op: Affine, bd: _Bounds):
             cuts = np.searchsorted(A.parent, np.arange(0, R0 + step, step))
             for k, plo in enumerate(range(0, R0, step)):
                 x = A.base[plo : plo + step] * A.fixed[plo : plo + step].reshape(-1, 1, T, d)
-                P0 = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
                 lo, hi = cuts[k], cuts[k + 1]
                 idx = A.parent[lo:hi] - plo
-                if idx.size == P0.shape[0] and np.array_equal(idx, np.arange(idx.size)):
-                    out[lo:hi] = P0  # no parent split in this chunk: a plain copy, no gather
+                if idx.size == x.shape[0] and np.array_equal(idx, np.arange(idx.size)):
+                    # no parent split in this chunk: the product straight into place
+                    np.matmul(x.reshape(-1, d), W.T, out=out[lo:hi].reshape(-1, d_out))
                 else:
+                    P0 = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
                     # gathered straight into place; the indices are in range, and mode="clip" skips the buffered copy
                     np.take(P0, idx, axis=0, out=out[lo:hi], mode="clip")
             t, dj = j // d, j % d
@@ -224,7 +226,7 @@ def _affine(A, op: Affine, bd: _Bounds):
             step = max(1, _CHUNK // max(1, 3 * T * max(d, d_out)))
             for lo in range(0, A.n, step):
                 x = A.rows(slice(lo, lo + step))
-                out[lo : lo + step] = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
+                np.matmul(x.reshape(-1, d), W.T, out=out[lo : lo + step].reshape(-1, d_out))
     out[:, 2] += bb
     bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)
     bd_out.check_finite()

@@ -100,6 +100,66 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
     assert out.strip() == "ok"
 
 
+def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
+    """The space engine's mid-sized cut (_space._driver._gauge): its batches on a forked worker and on this
+    process at once give the polytopes, maps, codes and exact decisions of the same batches run here, and the
+    regions, neighbours and linear regions of one store never cut; the hyperplane ids of cuts made apart differ
+    and still name the same facets."""
+    _forks()
+    out = _run(
+        """
+        import sys
+        import numpy as np
+        import regioncount as rc
+        from regioncount.engines import _fork
+        from regioncount.engines._space import _driver
+        from regioncount.networks import walk_widths
+        assert "jax" not in sys.modules
+        net = rc.random_mlp(3, [8, 8, 8], seed=2, init="torch")
+        box = rc.Box(-2, 2, 3)
+        one = rc.partition_space(net, box)  # GAUGE_MIN is far above this count: one store, never cut
+        _driver.GAUGE_MIN, _driver.FORK_AFTER_S = 16, 0.0
+        forks = []
+        real = _fork.fork_map
+        def counted(fn, items, workers, here=None):
+            items = list(items)
+            forks.append((len(items), workers, here is not None))
+            return real(fn, items, workers, here=here)
+        _fork.fork_map = counted
+        runs = {}
+        for w in (1, 2):
+            _driver.WORKERS = w
+            ticks = []
+            p = rc.partition_space(net, box, progress=lambda d, t: ticks.append(d))
+            runs[w] = (p, ticks)
+        assert forks == [(2, 2, True)], forks  # one batch on a child, one here; none with one worker
+        (a, ta), (b, tb) = runs[1], runs[2]
+        assert a.n_regions == b.n_regions == one.n_regions > 100, a.n_regions
+        assert np.array_equal(a.code_bytes(), b.code_bytes())
+        assert np.array_equal(np.unique(one.code_bytes(), axis=0), np.unique(a.code_bytes(), axis=0))
+        for x, y in [(a.vertices, b.vertices), (a.offsets, b.offsets), (a.maps, b.maps), (a.incidence, b.incidence)]:
+            assert np.array_equal(x, y)
+        assert np.array_equal(a.facet_planes, b.facet_planes)
+        assert a.exact_decisions == b.exact_decisions
+        assert np.array_equal(a.adjacency(), b.adjacency())
+        assert a.linear_regions() == b.linear_regions() == one.linear_regions()
+        assert len(a.adjacency()) == len(one.adjacency())
+        assert np.isclose(a.volumes.sum(), 64.0) and np.isclose(b.volumes.sum(), 64.0)
+        total = len(walk_widths(rc.lower(net)))
+        for t in (ta, tb):  # progress never goes back and ends at the number of ops
+            assert t == sorted(t) and t[-1] == total, t
+        try:
+            rc.partition_space(net, box, max_regions=a.n_regions - 1)
+        except rc.MemoryCapError:
+            pass
+        else:
+            raise AssertionError("max_regions not enforced with a cut store")
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
+
+
 def test_tiles_on_worker_processes_equal_tiles_run_here():
     _forks()
     out = _run(

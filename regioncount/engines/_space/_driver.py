@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -11,12 +13,63 @@ from ..._domain import AffineSlice, Box, Slice
 from ..._errors import DomainError, MemoryCapError
 from ..._magnitude import check_magnitudes
 from ...networks import check_domain, lower, walk_widths
-from ...networks._ops import Program
+from ...networks._ops import Program, Residual
 from ...results._polytopes import Polytopes
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
 from ._store import _WB, _balls, _lastsum, _pack, _Store
+
+#: Processes for the batches of a gauged store (None: ``REGIONCOUNT_WORKERS`` if set, else one per core; 1: here).
+WORKERS: int | None = None
+
+#: The first time a store holds at least this many regions at a top-level op boundary, with ops that split
+#: regions still to come, it is cut into batches: a first of :data:`GAUGE_PART` of its rows, then
+#: :data:`GAUGE_REST` of equal size (cuts that depend on the count alone, so the partition is the same wherever
+#: they run). The first runs here and gauges the pace; where the others would take longer than
+#: :data:`FORK_AFTER_S`, one runs on a forked worker while this process runs the other (the plane engine's
+#: rule, ``_plane._driver``).
+GAUGE_MIN = 1 << 10
+GAUGE_PART = 1 / 16
+GAUGE_REST = 2
+FORK_AFTER_S = 0.1
+
+#: The hyperplane ids a worker's batch allocates start at ``(its batch number + 1) * ID_STRIDE`` past those
+#: taken, so that ids stay distinct across batches run apart (a count allocates parents x units ids per op, far
+#: fewer; the ids stay small enough that ``Polytopes`` can key them by a region label in an int64).
+ID_STRIDE = 1 << 36
+
+
+@dataclasses.dataclass
+class _Piece:
+    """A finished batch, flat: its vertices ``(V, k)`` (normalised) and their incidence words ``(V, W)``, vertex
+    counts ``(R,)``, slot ids ``(R, F)`` and planes ``(R, F, k+2)``, output maps ``(R, k+1, out)``, code blocks,
+    and the bound ``E`` on the error of the output token's map coefficients ``(d_out,)``."""
+
+    verts: np.ndarray
+    inc: np.ndarray
+    nv: np.ndarray
+    fid: np.ndarray
+    fpl: np.ndarray
+    maps: np.ndarray
+    blocks: list
+    E: np.ndarray
+
+
+def _padded(arrays: list, fill) -> np.ndarray:
+    """The arrays joined along axis 0, their axis 1 padded with ``fill`` to the widest."""
+    width = max(a.shape[1] for a in arrays)
+    out = []
+    for a in arrays:
+        if a.shape[1] < width:
+            pad = np.full((a.shape[0], width - a.shape[1]) + a.shape[2:], fill, a.dtype)
+            a = np.concatenate([a, pad], axis=1)
+        out.append(a)
+    return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def _splits(ops) -> bool:
+    return any(_splits(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
 
 
 class _Engine(_Decisions):
@@ -41,9 +94,14 @@ class _Engine(_Decisions):
         self.exact_calls = 0
         self._cache: dict = {}
         self._ops = [op for op, _, _ in walk_widths(program) if op.key != "affine"]
+        self.gauged = False  # the store has been cut into batches once: never again
+        self.in_worker = False  # a forked worker runs its batch itself
+        self.finished = 0  # regions in finished batches
+        self.pending = 0  # regions in batches not yet started
         st.cap_check = self.cap_check
 
     def cap_check(self, n: int):
+        n = n + self.finished + self.pending
         if self.max_regions is not None and n > self.max_regions:
             raise MemoryCapError(
                 f"the partition passed max_regions={self.max_regions} regions; raise the cap, shrink the "
@@ -63,6 +121,105 @@ class _Engine(_Decisions):
 
     # -- driver --------------------------------------------------------------------------------------
 
+    def solve(self, ops, A) -> list[_Piece]:
+        """Apply the top-level ``ops`` to the store and maps ``A``: the finished batches (one where the store is
+        never cut, see :data:`GAUGE_MIN`)."""
+        for k, op in enumerate(ops):
+            if not self.gauged and self.st.n >= GAUGE_MIN and _splits(ops[k:]):
+                return self._gauge(ops[k:], A)
+            A, _ = self.run([op], A)
+        return [self._finish(A)]
+
+    def _finish(self, A) -> _Piece:
+        st, k = self.st, self.k
+        st._settle()
+        n = st.n
+        valid = np.arange(st.M) < st.nv[:n, None]
+        F = max(1, int(st.nf[:n].max(initial=1)))  # the slots from nf on are empty
+        out = self.program.out_token
+        piece = _Piece(
+            st.V[:n, :, :k][valid],
+            st.inc[:n][valid],
+            st.nv[:n].copy(),
+            st.fid[:n, :F].copy(),
+            st.fpl[:n, :F].copy(),
+            np.ascontiguousarray(A[:, :, out, :]),
+            self.blocks,
+            self.E[out].copy(),
+        )
+        self.finished += n
+        return piece
+
+    def _gauge(self, ops, A) -> list[_Piece]:
+        """The store cut into batches; the first runs here, and the others on a worker and here at once where they
+        would take longer than :data:`FORK_AFTER_S` at its pace, else here one after the other."""
+        from .._fork import default_workers, fork_map
+
+        self.gauged = True
+        st, n = self.st, self.st.n
+        st._settle()
+        start = _State.of(self)
+        first = max(1, int(n * GAUGE_PART))
+        nb = min(GAUGE_REST, n - first)
+        cuts = np.linspace(first, n, nb + 1).astype(np.int64)
+        self.pending += n - first
+        t0 = time.perf_counter()
+        pieces = self._run_batch(ops, A, start, 0, first, None)
+        pace = (time.perf_counter() - t0) / first
+        workers = min(default_workers(WORKERS), nb) if not self.in_worker else 1
+        if workers > 1 and pace * (n - first) > FORK_AFTER_S:
+            self.pending -= n - first  # the workers count their batches themselves
+            self._fork_job = (ops, A, start, cuts, self.next_id)
+            done: dict[int, list[_Piece]] = {}
+            try:
+                for b, (got, calls) in fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here):
+                    done[b] = got
+                    self.exact_calls += calls
+                    self.finished += sum(p.nv.size for p in got)
+            finally:
+                del self._fork_job
+            self.next_id += (nb + 1) * ID_STRIDE
+            self.cap_check(0)
+            return pieces + [p for b in range(nb) for p in done[b]]
+        for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            self.pending -= int(hi - lo)
+            pieces += self._run_batch(ops, A, start, int(lo), int(hi), start.part_of(i, nb))
+        return pieces
+
+    def _run_batch(self, ops, A, start: _State, lo: int, hi: int, progress) -> list[_Piece]:
+        """Rows ``lo:hi`` of the store as it was at ``start`` through ``ops``, with the bounds, op count and
+        progress of that moment (``progress``: where this batch reports it, or None)."""
+        start.restore(self)
+        self.st = start.st.subset(lo, hi)
+        self.st.cap_check = self.cap_check
+        self.blocks = [(kind, w, a[lo:hi]) for kind, w, a in start.blocks]
+        self.progress = progress
+        return self.solve(ops, A[lo:hi])
+
+    def _batch_in_worker(self, b: int, here: bool = False):
+        """Batch ``b`` of :attr:`_fork_job` in a forked child (``here``: in this process beside it, reporting the
+        progress as if its batch were all of them): its pieces and the exact decisions it made."""
+        ops, A, start, cuts, next_id = self._fork_job
+        lo, hi = int(cuts[b]), int(cuts[b + 1])
+        self.in_worker = True
+        self.next_id = next_id + (b + 1) * ID_STRIDE
+        self.pending += int(cuts[-1] - cuts[0]) - (hi - lo)
+        before = self.exact_calls
+        pieces = self._run_batch(ops, A, start, lo, hi, start.progress if here else None)
+        return pieces, self.exact_calls - before
+
+    def _batch_here(self, b: int):
+        """:meth:`_batch_in_worker` in this process, with this engine's state as it was before (the caller adds
+        the decisions and regions, as for a child)."""
+        names = ("in_worker", "next_id", "pending", "finished", "exact_calls", "families", "_cache")
+        keep = {k: getattr(self, k) for k in names}
+        keep["families"] = list(self.families)
+        try:
+            return self._batch_in_worker(b, here=True)
+        finally:
+            for k, v in keep.items():
+                setattr(self, k, v)
+
     def run(self, ops, A):
         """Apply ``ops`` to maps ``A``; ``self.E`` and ``self.hb`` (``(T, d)`` each) follow along: bounds, over
         every region, on the l1 error of each entry's map coefficients and on their l1 size (standard forward
@@ -73,6 +230,34 @@ class _Engine(_Decisions):
             if par is not None:
                 chain = chain[par]
         return A, chain
+
+
+@dataclasses.dataclass
+class _State:
+    """What every batch of a cut store starts from: the store, code blocks, bounds, op count and progress."""
+
+    st: _Store
+    blocks: list
+    E: np.ndarray
+    hb: np.ndarray
+    split_index: int
+    done: int
+    total: int
+    progress: Callable | None
+
+    @classmethod
+    def of(cls, eng: _Engine) -> _State:
+        return cls(eng.st, eng.blocks, eng.E, eng.hb, eng.split_index, eng.done, eng.total, eng.progress)
+
+    def restore(self, eng: _Engine):
+        eng.E, eng.hb, eng.split_index, eng.done, eng._cache = self.E, self.hb, self.split_index, self.done, {}
+
+    def part_of(self, i: int, nb: int) -> Callable | None:
+        """Progress for batch ``i`` of ``nb`` run one after the other: its ops map to its share of what is left."""
+        if self.progress is None:
+            return None
+        show, d0, left = self.progress, self.done, self.total - self.done
+        return lambda d, t: show(d0 + (i + (d - d0) / max(left, 1)) * left / nb, t)
 
 
 def _frame(program: Program, domain):
@@ -168,27 +353,26 @@ def partition_space(
     A = np.zeros((1, k + 1, T, program.input_dim))
     A[0, :k] = (V * h).T[:, None, :]
     A[0, k] = xc
-    st = _cube(k)
-    eng = _Engine(program, st, _Exact(program, x0, V, lo, hi), progress, max_regions)
+    eng = _Engine(program, _cube(k), _Exact(program, x0, V, lo, hi), progress, max_regions)
     # the float input maps against the exact x = x0 + V (c + h u): c, h, V h and x0 + V c each round
     q = program.input_dim
     size = np.abs(V) @ (np.abs(c) + np.abs(h)) + np.abs(x0)
     eng.E = np.broadcast_to(_gamma(2 * k + 6) * size, (T, q)).copy()
     eng.hb = np.broadcast_to(np.abs(A[0]).sum(axis=0)[0] + eng.E[0], (T, q)).copy()
-    A, _ = eng.run(program.ops, A)
-    st = eng.st
-    st._settle()
-    n = st.n
-    valid = np.arange(st.M) < st.nv[:n, None]
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(st.nv[:n], out=offsets[1:])
-    verts = c + h * st.V[:n, :, :k][valid]
-    inc = st.inc[:n][valid]
-    Mn = A[:, :, program.out_token, :].transpose(0, 2, 1)  # (R, out, k+1) in normalised u
+    pieces = eng.solve(program.ops, A)
+    blocks = [
+        (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
+    ]
+    nv = np.concatenate([p.nv for p in pieces])
+    offsets = np.zeros(nv.size + 1, np.int64)
+    np.cumsum(nv, out=offsets[1:])
+    verts = c + h * np.concatenate([p.verts for p in pieces])
+    inc = _padded([p.inc for p in pieces], np.uint64(0))
+    Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, k+1) in normalised u
     maps = np.empty_like(Mn)
     maps[..., :k] = Mn[..., :k] / h
     maps[..., k] = Mn[..., k] - _lastsum(Mn[..., :k] * (c / h))
-    fpl = st.fpl[:n]
+    fpl = _padded([p.fpl for p in pieces], 0.0)
     planes = np.empty(fpl.shape[:2] + (k + 1,))
     planes[..., :k] = fpl[..., :k] / h
     planes[..., k] = fpl[..., k] - _lastsum(fpl[..., :k] * (c / h))  # the same sums as .sum(axis=-1)
@@ -197,13 +381,13 @@ def partition_space(
         verts,
         offsets,
         maps,
-        eng.blocks,
+        blocks,
         incidence=inc,
-        facet_ids=st.fid[:n].copy(),
+        facet_ids=_padded([p.fid for p in pieces], -1),
         facet_planes=planes,
         exact_decisions=eng.exact_calls,
         program=program,
-        float_output=_float_output(program, Mn, eng.E),
+        float_output=_float_output(program, Mn, np.max([p.E for p in pieces], axis=0)),
     )
 
 
@@ -214,8 +398,9 @@ _BOUNDED = frozenset({"affine", "relu", "groupmax", "residual"})
 
 def _float_output(program: Program, Mn: np.ndarray, E: np.ndarray):
     """The output maps ``Mn (R, d_out, k+1)`` in the normalised coordinates (an exact affine image of the
-    domain's: ``u = c + h t`` in rationals) as ``(R, k+1, d_out)``, and the engine's bound on every coefficient's
-    error (the l1 bound of each output entry, valid on every region), or None where an op is not covered."""
+    domain's: ``u = c + h t`` in rationals) as ``(R, k+1, d_out)``, and the engine's bound ``E (d_out,)`` on every
+    coefficient's error (the l1 bound of each output entry, valid on every region: the largest of every batch's),
+    or None where an op is not covered."""
     if any(op.key not in _BOUNDED for op, _, _ in walk_widths(program)):
         return None
-    return np.ascontiguousarray(Mn.transpose(0, 2, 1)), np.asarray(E[program.out_token], dtype=np.float64).copy()
+    return np.ascontiguousarray(Mn.transpose(0, 2, 1)), np.asarray(E, dtype=np.float64).copy()

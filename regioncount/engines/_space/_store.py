@@ -65,6 +65,17 @@ class _Store:
         self.anc = np.arange(self.V.shape[0])
         self.extra = {}
 
+    def subset(self, lo: int, hi: int) -> _Store:
+        """A new store holding copies of rows ``lo:hi`` (each its own parent, no per-op columns)."""
+        self._settle()
+        st = _Store(self.k)
+        for name in ("V", "inc", "nv", "fid", "fpl", "nf", "cen", "rad"):
+            setattr(st, name, getattr(self, name)[lo:hi].copy())
+        st.n = hi - lo
+        st.anc = np.arange(st.n)
+        st.cap_check = self.cap_check
+        return st
+
     def add_extra(self, name: str, arr: np.ndarray):
         full = np.zeros((self.V.shape[0],) + arr.shape[1:], arr.dtype)
         full[: arr.shape[0]] = arr

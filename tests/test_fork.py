@@ -18,11 +18,24 @@ from regioncount.engines._fork import can_fork, default_workers
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(code: str) -> str:
+#: Put before a fresh interpreter's script by ``_run(..., count_forks=True)``: ``forks`` records each fork_map
+#: call (items, workers, whether this process runs one item itself), which the engines make through the module.
+COUNT_FORKS = """
+from regioncount.engines import _fork
+forks = []
+real = _fork.fork_map
+def counted(fn, items, workers, here=None):
+    items = list(items)
+    forks.append((len(items), workers, here is not None))
+    return real(fn, items, workers, here=here)
+_fork.fork_map = counted
+"""
+
+
+def _run(code: str, count_forks: bool = False) -> str:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
-    )
+    code = (COUNT_FORKS if count_forks else "") + textwrap.dedent(code)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -39,8 +52,8 @@ def _forks() -> None:
     [
         # past BATCH at an op boundary: every batch of 64 regions on the workers
         ("_driver.BATCH, _driver.PARALLEL_MIN = 64, 0", 3),
-        # the mid-sized cut (_driver._gauge): its first batch here, then two, one on a child and one here at once
-        ("_driver.GAUGE_MIN, _driver.FORK_AFTER_S = 16, 0.0", 5),
+        # the mid-sized cut (_fork.gauge_cuts): its first batch here, then two, one on a child and one here at once
+        ("_fork.GAUGE_MIN, _fork.FORK_AFTER_S = 16, 0.0", 5),
     ],
     ids=["batches", "gauged"],
 )
@@ -58,16 +71,9 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
         assert "jax" not in sys.modules
         net = rc.random_mlp(2, [16, 16, 16], seed={seed}, init="torch")
         box = rc.Box(-2, 2, 2)
-        _driver.GAUGE_MIN = 10**9
+        _fork.GAUGE_MIN = 10**9
         one = rc.partition_plane(net, box)  # one store, never cut
         {settings}
-        forks = []
-        real = _fork.fork_map
-        def counted(fn, items, workers, here=None):
-            items = list(items)
-            forks.append((len(items), workers, here is not None))
-            return real(fn, items, workers, here=here)
-        _fork.fork_map = counted
         runs = {{}}
         for w in (1, 2):
             _driver.WORKERS = w
@@ -95,13 +101,14 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
         else:
             raise AssertionError("max_regions not enforced with worker processes")
         print("ok")
-        """
+        """,
+        count_forks=True,
     )
     assert out.strip() == "ok"
 
 
 def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
-    """The space engine's mid-sized cut (_space._driver._gauge): its batches on a forked worker and on this
+    """The space engine's mid-sized cut (_fork.gauge_cuts, _space._driver._gauge): its batches on a forked worker and on this
     process at once give the polytopes, maps, codes and exact decisions of the same batches run here, and the
     regions, neighbours and linear regions of one store never cut; the hyperplane ids of cuts made apart differ
     and still name the same facets."""
@@ -117,15 +124,9 @@ def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
         assert "jax" not in sys.modules
         net = rc.random_mlp(3, [8, 8, 8], seed=2, init="torch")
         box = rc.Box(-2, 2, 3)
-        one = rc.partition_space(net, box)  # GAUGE_MIN is far above this count: one store, never cut
-        _driver.GAUGE_MIN, _driver.FORK_AFTER_S = 16, 0.0
-        forks = []
-        real = _fork.fork_map
-        def counted(fn, items, workers, here=None):
-            items = list(items)
-            forks.append((len(items), workers, here is not None))
-            return real(fn, items, workers, here=here)
-        _fork.fork_map = counted
+        _fork.GAUGE_MIN = 10**9
+        one = rc.partition_space(net, box)  # one store, never cut
+        _fork.GAUGE_MIN, _fork.FORK_AFTER_S = 16, 0.0
         runs = {}
         for w in (1, 2):
             _driver.WORKERS = w
@@ -155,7 +156,8 @@ def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
         else:
             raise AssertionError("max_regions not enforced with a cut store")
         print("ok")
-        """
+        """,
+        count_forks=True,
     )
     assert out.strip() == "ok"
 

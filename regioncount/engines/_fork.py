@@ -8,15 +8,64 @@ interpreter's teardown; an exception it raises is sent back and raised here; a c
 (killed, out of memory) raises :class:`RuntimeError` here instead of hanging. On any error, or an interrupt,
 the children still running are terminated. A process that has imported JAX does not fork (:func:`can_fork`). Each
 child gets its share of the resident-memory limit
-(:mod:`regioncount._memory`): what this process holds now plus its part of what is left.
+(:mod:`regioncount._memory`): what this process holds now plus its part of what is left. The rule by which the
+plane and space engines cut a mid-sized store for the workers is here too (:data:`GAUGE_MIN`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import cast
+
+import numpy as np
+
+from ..networks._ops import Residual
+
+#: The mid-sized cut of the plane and space engines: the first time a store holds at least this many regions at
+#: a top-level op boundary, with ops that split regions still to come (:func:`splits_regions`), it is cut into
+#: batches (:func:`gauge_cuts`): a first of :data:`GAUGE_PART` of its rows, then :data:`GAUGE_REST` of equal
+#: size (cuts that depend on the count alone, so the partition is the same wherever its batches run). The first
+#: runs here and gauges the pace; where the others would take longer than :data:`FORK_AFTER_S` at that pace
+#: (:func:`worth_forking`), they run on a forked worker and on this process at once, so the later layers of a
+#: mid-sized count, where most of its work lies, use every core.
+GAUGE_MIN = 1 << 10
+GAUGE_PART = 1 / 16
+GAUGE_REST = 2
+#: Below this many seconds of remaining work, starting a worker costs about what it saves.
+FORK_AFTER_S = 0.1
+
+
+def splits_regions(ops) -> bool:
+    """Whether any of ``ops`` (residual bodies included) splits regions: every op but Affine does."""
+    return any(splits_regions(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
+
+
+def gauge_cuts(n: int) -> tuple[int, np.ndarray]:
+    """The mid-sized cut of ``n`` rows: the end of the first batch, and the bounds ``(nb + 1,)`` of the others."""
+    first = max(1, int(n * GAUGE_PART))
+    nb = min(GAUGE_REST, n - first)
+    return first, np.linspace(first, n, nb + 1).astype(np.int64)
+
+
+def worth_forking(seconds: float, rows_done: int, rows_left: int, workers: int) -> bool:
+    """Whether ``rows_left`` rows, at the pace of ``rows_done`` in ``seconds``, are worth ``workers`` processes."""
+    return workers > 1 and seconds / max(1, rows_done) * rows_left > FORK_AFTER_S
+
+
+@contextlib.contextmanager
+def restoring(obj, names):
+    """Puts the attributes ``names`` of ``obj`` back as they were on leaving (lists and dicts as shallow copies of
+    what they held): a batch run in this process beside forked ones leaves no more trace than theirs."""
+    keep = {k: getattr(obj, k) for k in names}
+    keep = {k: (type(v)(v) if isinstance(v, (list, dict)) else v) for k, v in keep.items()}
+    try:
+        yield
+    finally:
+        for k, v in keep.items():
+            setattr(obj, k, v)
 
 
 def cores() -> int:

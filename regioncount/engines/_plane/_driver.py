@@ -18,8 +18,9 @@ from ..._predicates import EPS, INEXACT_G, column_granularity, exact_frame_error
 from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
+from .. import _fork
 from .._exact import ExactMap
-from .._fork import default_workers
+from .._fork import default_workers, gauge_cuts, restoring, splits_regions, worth_forking
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -41,27 +42,6 @@ WORKERS: int | None = None
 #: Batches run on worker processes only where the partition has at least this many regions when it is cut
 #: into batches (below it, starting workers costs more than it saves).
 PARALLEL_MIN = 1 << 14
-
-#: A store of at least this many regions (and at most :data:`BATCH`) at a top-level op boundary, before any
-#: batch, with ops that split regions still to come, is cut into batches: a first of :data:`GAUGE_PART` of its
-#: rows, then :data:`GAUGE_REST` of equal size (cuts that depend on the count alone, so the partition is the
-#: same wherever its batches run). The first runs here and gauges the pace; where the others would take longer
-#: than :data:`FORK_AFTER_S` here, they run on worker processes (this one among them), so the later layers of
-#: a mid-sized count, where most of its work lies, use every core.
-GAUGE_MIN = 1 << 10
-
-#: The first batch of a gauged store is this part of its rows (see :data:`GAUGE_MIN`) ...
-GAUGE_PART = 1 / 16
-
-#: ... and the other rows are cut into this many batches of equal size.
-GAUGE_REST = 2
-
-#: Seconds of remaining work (the first gauged batch's time per row times the rows left) above which the rest
-#: of a gauged store runs on worker processes; below it, starting them costs about what it saves.
-FORK_AFTER_S = 0.1
-
-#: Whether this process runs the last of the batches it hands to workers itself (one worker fewer is forked).
-HERE = True
 
 #: Tags of the cuts a worker process makes start at ``its batch number * TAG_STRIDE`` past the tags already
 #: taken, so that tags stay distinct across batches run apart.
@@ -93,10 +73,6 @@ def _leaves(op) -> int:
     return sum(_leaves(o) for o in op.body) if isinstance(op, Residual) else 1
 
 
-def _splits(ops) -> bool:
-    return any(_splits(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
-
-
 class _Engine(_Decisions):
     """Applies a program's ops to a store of regions. Once a store holds more than ``batch`` regions at a
     top-level op boundary, the rest of the program runs on row batches one after the other, so the working
@@ -122,7 +98,7 @@ class _Engine(_Decisions):
         st.cap_check = self.cap_check
         self._after_relu: Affine | None = None
         self.in_worker = False  # a forked worker runs its batches itself
-        self.gauged = False  # the store has been cut into batches (by GAUGE_MIN or BATCH): no gauge after
+        self.gauged = False  # the store has been cut into batches (the mid-sized cut or BATCH): no cut after
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -151,7 +127,7 @@ class _Engine(_Decisions):
         unit = span / max(1, sum(leaves))
         for k, op in enumerate(ops):
             n = self.st.n
-            if (n > self.batch or (n >= GAUGE_MIN and not self.gauged)) and _splits(ops[k:]):
+            if (n > self.batch or (n >= _fork.GAUGE_MIN and not self.gauged)) and splits_regions(ops[k:]):
                 rest, at = unit * sum(leaves[k:]), start + sum(leaves[:k])
                 if n > self.batch:
                     return self._batched(ops[k:], A, bd, rest, at)
@@ -184,20 +160,18 @@ class _Engine(_Decisions):
         return pieces
 
     def _gauge(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
-        """The store cut into batches: the first runs here, and the others on worker processes where they would
-        take longer than :data:`FORK_AFTER_S` at its pace, else here (see :data:`GAUGE_MIN`)."""
+        """The store cut into batches (:func:`~.._fork.gauge_cuts`): the first runs here, and the others on worker
+        processes where they would take long enough at its pace (:func:`~.._fork.worth_forking`), else here."""
         self.gauged = True
         st, blocks = self.st, self.blocks
         n = st.n
-        first = max(1, int(n * GAUGE_PART))
-        nb = min(GAUGE_REST, n - first)
-        cuts = np.linspace(first, n, nb + 1).astype(np.int64)
+        first, cuts = gauge_cuts(n)
+        nb = cuts.size - 1
         self.pending += n - first
         t0 = time.perf_counter()
         pieces = self._run_batch(ops, A, bd, span * first / n, start, st, blocks, 0, first)
-        pace = (time.perf_counter() - t0) / first  # seconds per row
         workers = min(default_workers(WORKERS), nb) if not self.in_worker else 1
-        if workers > 1 and pace * (n - first) > FORK_AFTER_S:
+        if worth_forking(time.perf_counter() - t0, first, n - first, workers):
             self.pending -= n - first  # the workers count their batches themselves
             self.st, self.blocks = st, blocks
             return pieces + self._forked(ops, A, bd, span * (n - first) / n, start, cuts, workers)
@@ -229,17 +203,12 @@ class _Engine(_Decisions):
         """:meth:`_batch_in_worker` run in this process (while the children run the other batches): the same work
         and result, with this engine's state as it was before (the caller adds the counters, as for a child), but
         for the progress it showed (it never goes back)."""
-        names = ("st", "blocks", "in_worker", "progress", "next_tag", "pending", "finished", "pos", "_pos")
-        keep = {k: getattr(self, k) for k in names}
-        keep.update(n_predicates=self.n_predicates, n_exact=self.n_exact, n_assumed=self.n_assumed)
+        names = ["st", "blocks", "in_worker", "progress", "next_tag", "pending", "finished", "pos", "_pos"]
+        names += ["n_predicates", "n_exact", "n_assumed"]
         # the decisions' tables, which a child's additions never reach either
-        keep.update(_lines=list(self._lines), _table=self._table, records=list(self.records))
-        keep.update(_rec_starts=list(self._rec_starts), _exact_cache=dict(self._exact_cache))
-        try:
+        names += ["_lines", "_table", "records", "_rec_starts", "_exact_cache"]
+        with restoring(self, names):
             return self._batch_in_worker(b, here=True)
-        finally:
-            for k, v in keep.items():
-                setattr(self, k, v)
 
     def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int) -> list[_Piece]:
         """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each batch in a child that
@@ -253,7 +222,7 @@ class _Engine(_Decisions):
         pos0 = self._pos
         done: dict[int, list[_Piece]] = {}
         try:
-            jobs = fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here if HERE else None)
+            jobs = fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here)
             for b, (pieces, (n_pred, n_exact, n_assumed)) in jobs:
                 done[b] = pieces
                 self.n_predicates += n_pred

@@ -13,26 +13,18 @@ from ..._domain import AffineSlice, Box, Slice
 from ..._errors import DomainError, MemoryCapError
 from ..._magnitude import check_magnitudes
 from ...networks import check_domain, lower, walk_widths
-from ...networks._ops import Program, Residual
+from ...networks._ops import Program
 from ...results._polytopes import Polytopes
+from .. import _fork
+from .._fork import default_workers, gauge_cuts, restoring, splits_regions, worth_forking
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
 from ._store import _WB, _balls, _lastsum, _pack, _Store
 
-#: Processes for the batches of a gauged store (None: ``REGIONCOUNT_WORKERS`` if set, else one per core; 1: here).
+#: Processes for the batches of a store cut at its mid size (``_fork.GAUGE_MIN``, the plane engine's rule; None:
+#: ``REGIONCOUNT_WORKERS`` if set, else one per core; 1: here).
 WORKERS: int | None = None
-
-#: The first time a store holds at least this many regions at a top-level op boundary, with ops that split
-#: regions still to come, it is cut into batches: a first of :data:`GAUGE_PART` of its rows, then
-#: :data:`GAUGE_REST` of equal size (cuts that depend on the count alone, so the partition is the same wherever
-#: they run). The first runs here and gauges the pace; where the others would take longer than
-#: :data:`FORK_AFTER_S`, one runs on a forked worker while this process runs the other (the plane engine's
-#: rule, ``_plane._driver``).
-GAUGE_MIN = 1 << 10
-GAUGE_PART = 1 / 16
-GAUGE_REST = 2
-FORK_AFTER_S = 0.1
 
 #: The hyperplane ids a worker's batch allocates start at ``(its batch number + 1) * ID_STRIDE`` past those
 #: taken, so that ids stay distinct across batches run apart (a count allocates parents x units ids per op, far
@@ -66,10 +58,6 @@ def _padded(arrays: list, fill) -> np.ndarray:
             a = np.concatenate([a, pad], axis=1)
         out.append(a)
     return out[0] if len(out) == 1 else np.concatenate(out)
-
-
-def _splits(ops) -> bool:
-    return any(_splits(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
 
 
 class _Engine(_Decisions):
@@ -123,9 +111,9 @@ class _Engine(_Decisions):
 
     def solve(self, ops, A) -> list[_Piece]:
         """Apply the top-level ``ops`` to the store and maps ``A``: the finished batches (one where the store is
-        never cut, see :data:`GAUGE_MIN`)."""
+        never cut, see ``_fork.GAUGE_MIN``)."""
         for k, op in enumerate(ops):
-            if not self.gauged and self.st.n >= GAUGE_MIN and _splits(ops[k:]):
+            if not self.gauged and self.st.n >= _fork.GAUGE_MIN and splits_regions(ops[k:]):
                 return self._gauge(ops[k:], A)
             A, _ = self.run([op], A)
         return [self._finish(A)]
@@ -151,28 +139,25 @@ class _Engine(_Decisions):
         return piece
 
     def _gauge(self, ops, A) -> list[_Piece]:
-        """The store cut into batches; the first runs here, and the others on a worker and here at once where they
-        would take longer than :data:`FORK_AFTER_S` at its pace, else here one after the other."""
-        from .._fork import default_workers, fork_map
-
+        """The store cut into batches (:func:`~.._fork.gauge_cuts`); the first runs here, and the others on a worker
+        and here at once where they would take long enough at its pace (:func:`~.._fork.worth_forking`), else here
+        one after the other."""
         self.gauged = True
         st, n = self.st, self.st.n
         st._settle()
         start = _State.of(self)
-        first = max(1, int(n * GAUGE_PART))
-        nb = min(GAUGE_REST, n - first)
-        cuts = np.linspace(first, n, nb + 1).astype(np.int64)
+        first, cuts = gauge_cuts(n)
+        nb = cuts.size - 1
         self.pending += n - first
         t0 = time.perf_counter()
         pieces = self._run_batch(ops, A, start, 0, first, None)
-        pace = (time.perf_counter() - t0) / first
         workers = min(default_workers(WORKERS), nb) if not self.in_worker else 1
-        if workers > 1 and pace * (n - first) > FORK_AFTER_S:
+        if worth_forking(time.perf_counter() - t0, first, n - first, workers):
             self.pending -= n - first  # the workers count their batches themselves
             self._fork_job = (ops, A, start, cuts, self.next_id)
             done: dict[int, list[_Piece]] = {}
             try:
-                for b, (got, calls) in fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here):
+                for b, (got, calls) in _fork.fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here):
                     done[b] = got
                     self.exact_calls += calls
                     self.finished += sum(p.nv.size for p in got)
@@ -211,14 +196,8 @@ class _Engine(_Decisions):
     def _batch_here(self, b: int):
         """:meth:`_batch_in_worker` in this process, with this engine's state as it was before (the caller adds
         the decisions and regions, as for a child)."""
-        names = ("in_worker", "next_id", "pending", "finished", "exact_calls", "families", "_cache")
-        keep = {k: getattr(self, k) for k in names}
-        keep["families"] = list(self.families)
-        try:
+        with restoring(self, ("in_worker", "next_id", "pending", "finished", "exact_calls", "families", "_cache")):
             return self._batch_in_worker(b, here=True)
-        finally:
-            for k, v in keep.items():
-                setattr(self, k, v)
 
     def run(self, ops, A):
         """Apply ``ops`` to maps ``A``; ``self.E`` and ``self.hb`` (``(T, d)`` each) follow along: bounds, over

@@ -24,8 +24,9 @@ def _early_stop(signum, frame):
 
 #: BLAS thread pools the command starts with one thread each, unless the environment says otherwise: the engines
 #: run many small products, and their parallel work goes to worker processes (one per core), which a second
-#: BLAS thread per process only slows (the 46,122-region count on 2 cores: 0.86 s wall with OpenBLAS's
-#: default threads, 0.51 s with one). Read by the BLAS library when NumPy loads, so set before any import.
+#: BLAS thread per process only slows (the 46,122-region count on 2 cores: 0.93-0.97 s wall with OpenBLAS's
+#: default threads, 0.62-0.65 s with one, benchmarks/README.md). Read by the BLAS library when NumPy loads, so set
+#: before any import.
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "regioncount":  # the command, not an import

@@ -48,7 +48,7 @@ def tightened(A, bd: _Bounds) -> _Bounds:
         # a mask only zeroes entries: those of a unit that is off on every descendant of a parent are zero
         R0, _, T, d = A.base.shape
         on = (A.fixed | A.cross).reshape(R0, 1, T, d)
-        full, u = _magnitudes(A.base, on)
+        full, u = _magnitudes(A.base, None if on.all() else on)  # a mask of ones changes no entry
         # a unit off on every region is zero, exactly, in the float maps and in the exact ones
         off = ~np.any(on, axis=0)[0]
         eb, ge = np.where(off, 0.0, eb), np.where(off, ZERO_G, ge)

@@ -36,6 +36,8 @@ class _Masked:
 
     def varying(self) -> tuple[np.ndarray, np.ndarray]:
         """Pairs ``(r, j)`` (sorted by ``r``) where unit ``j`` crosses the parent of ``r`` and is on in ``r``."""
+        if not self.cross.any():  # no unit crosses any parent (each region is its own parent)
+            return np.zeros(0, np.intp), np.zeros(0, np.intp)
         pp, jj = np.nonzero(self.cross)
         cnt = np.bincount(pp, minlength=self.cross.shape[0])
         first = np.cumsum(cnt) - cnt
@@ -104,14 +106,18 @@ def _coef_bound(A: np.ndarray) -> np.ndarray:
     return out
 
 
-def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray):
+def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray, bias: np.ndarray | None = None):
     """``out = X @ W.T`` over the last axis, in row chunks (X ``(R, ...)``, ``out`` C-contiguous): each chunk's
-    product is written in place (the same floats as a product then a copy, without the copy)."""
+    product is written in place (the same floats as a product then a copy, without the copy). ``bias``: added
+    to the constant coefficients (``out[:, 2]``) of each chunk while it is in cache (the same single rounding
+    per entry as adding it to the whole array afterwards, without a second pass over it)."""
     R = X.shape[0]
     step = max(1, _CHUNK // max(1, X[0].size if R else 1, out[0].size if R else 1))
     for lo in range(0, R, step):
         x = X[lo : lo + step]
         np.matmul(x.reshape(-1, x.shape[-1]), W.T, out=out[lo : lo + step].reshape(-1, W.shape[0]))
+        if bias is not None:
+            out[lo : lo + step, 2] += bias
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,9 +149,11 @@ def _affine(A, op: Affine, bd: _Bounds):
     bb = b if b.ndim == 2 else b[None, :]
     hb_out, eb_out, ge_out = affine_bounds(bd.hb, bd.eb, bd.ge, W, b)
     T, d_out = bd.hb.shape[0], W.shape[0]
+    biased = False
     if not isinstance(A, _Masked):
         out = np.empty(A.shape[:3] + (d_out,))
-        _matmul_rows(A, W, out)
+        _matmul_rows(A, W, out, bb)
+        biased = True
     elif A.base.shape[0] <= 16 and T == 1 and 2 * int(A.cross.sum()) < A.cross.size:
         # few parents with many children each (the box, split by a first layer): per parent, the units on in
         # every child (``fixed``) once, then (children x crossing units) bits @ (crossing x 3 d_out): a unit
@@ -195,7 +203,9 @@ def _affine(A, op: Affine, bd: _Bounds):
             step = max(1, _CHUNK // (3 * T * max(d, d_out)))
             cuts = np.searchsorted(A.parent, np.arange(0, R0 + step, step))
             for k, plo in enumerate(range(0, R0, step)):
-                x = A.base[plo : plo + step] * A.fixed[plo : plo + step].reshape(-1, 1, T, d)
+                x = A.base[plo : plo + step]
+                if not A.fixed[plo : plo + step].all():  # x * 1.0 is x: a chunk of units on everywhere is read as it is
+                    x = x * A.fixed[plo : plo + step].reshape(-1, 1, T, d)
                 lo, hi = cuts[k], cuts[k + 1]
                 idx = A.parent[lo:hi] - plo
                 if idx.size == x.shape[0] and np.array_equal(idx, np.arange(idx.size)):
@@ -205,6 +215,9 @@ def _affine(A, op: Affine, bd: _Bounds):
                     P0 = (x.reshape(-1, d) @ W.T).reshape(x.shape[:-1] + (d_out,))
                     # gathered straight into place; the indices are in range, and mode="clip" skips the buffered copy
                     np.take(P0, idx, axis=0, out=out[lo:hi], mode="clip")
+                if r.size == 0:  # no corrections follow: the bias while the chunk is in cache
+                    out[lo:hi, 2] += bb
+            biased = r.size == 0
             t, dj = j // d, j % d
             key = r * T + t
             new = np.r_[True, key[1:] != key[:-1]]
@@ -227,7 +240,8 @@ def _affine(A, op: Affine, bd: _Bounds):
             for lo in range(0, A.n, step):
                 x = A.rows(slice(lo, lo + step))
                 np.matmul(x.reshape(-1, d), W.T, out=out[lo : lo + step].reshape(-1, d_out))
-    out[:, 2] += bb
+    if not biased:
+        out[:, 2] += bb
     bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)
     bd_out.check_finite()
     return out, bd_out

@@ -90,6 +90,55 @@ def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     bound added) settles most pairs; the vertices are evaluated only for the pairs whose line may pass
     through the polygon, an undecided vertex counting as both signs (the rounds then decide it exactly).
     """
+    R0, _, D = Af.shape
+    if R0 == 0:
+        return _sides_per_parent(eng, Af, err, hb)
+    whole_pos, whole_neg = _whole_units(Af, err)
+    todo = np.flatnonzero(~(whole_pos | whole_neg))
+    if todo.size == D:
+        return _sides_per_parent(eng, Af, err, hb)
+    pos = np.broadcast_to(whole_pos, (R0, D)).copy()
+    neg = np.broadcast_to(whole_neg, (R0, D)).copy()
+    if todo.size:
+        pos[:, todo], neg[:, todo] = _sides_per_parent(eng, Af[:, :, todo], err[todo], hb[todo])
+    return pos, neg
+
+
+#: Parents whose extreme coefficients :func:`_whole_units` reads first, to find the units worth a look over all.
+_WHOLE_PROBE = 64
+
+
+def _whole_units(Af: np.ndarray, err: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Units ``(D,)`` positive (first) or negative (second) on the whole square for every parent at once.
+
+    Every polygon lies in the square ``|c_i| <= 1``, so a unit's exact value there is at least ``min a2 - max|a0|
+    - max|a1| - 3 err`` (extremes over the parents; ``err`` bounds each coefficient's distance from the exact
+    one), and at most ``max a2 + max|a0| + max|a1| + 3 err``; the two float operations that form each bound round
+    by at most ``EPS`` of the magnitudes they add, each. Settles with a few reductions the units that never reach
+    their kink on the domain (the clipping ReLUs of a compiled Transformer's feed-forward blocks), which the
+    per-parent test would visit one parent at a time. The extremes of the first :data:`_WHOLE_PROBE` parents come
+    first: a unit they do not settle is not settled by all of them, and is not read again."""
+    R0, _, D = Af.shape
+    pos, neg = np.zeros(D, bool), np.zeros(D, bool)
+    cand = np.arange(D)
+    for rows in [slice(0, _WHOLE_PROBE), slice(None)] if R0 > _WHOLE_PROBE else [slice(None)]:
+        a = Af[rows] if cand.size == D else Af[rows][:, :, cand]
+        a2lo, a2hi = a[:, 2].min(axis=0), a[:, 2].max(axis=0)
+        m = np.maximum(a[:, 0].max(axis=0), -a[:, 0].min(axis=0))
+        m += np.maximum(a[:, 1].max(axis=0), -a[:, 1].min(axis=0))
+        slack = (3 * err[cand] + 4 * EPS * (np.maximum(np.abs(a2lo), np.abs(a2hi)) + m)) * (1 + 1e-9) + TINY
+        p, n = a2lo - m > slack, a2hi + m < -slack
+        keep = p | n
+        cand = cand[keep]
+        if cand.size == 0:
+            break
+    else:  # the last pass read every parent
+        pos[cand], neg[cand] = p[keep], n[keep]
+    return pos, neg
+
+
+def _sides_per_parent(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
+    """:func:`_sides` one parent and unit at a time (a disc test, then the vertices)."""
     st = eng.st
     R0, _, D = Af.shape
     pos = np.empty((R0, D), bool)

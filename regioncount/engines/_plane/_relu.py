@@ -1,9 +1,10 @@
 """The plane engine's ReLU splitter: one line per unit, split in rounds over all parents at once.
 
 The pre-activation maps of all units are computed once per region at the start of the op (its "parent"); the
-regions a parent is split into inherit its row. A disc test finds the units whose line may cross a parent;
-their vertices settle it. Round ``t`` splits every descendant of a parent by that parent's ``t``-th crossing
-line (the order of the lines does not change the arrangement)."""
+regions a parent is split into inherit its row. Units that keep one sign on the whole square are settled for
+every parent at once (:func:`_whole_units`); for the others a disc test finds the units whose line may cross a
+parent, and their vertices settle it. Round ``t`` splits every descendant of a parent by that parent's ``t``-th
+crossing line (the order of the lines does not change the arrangement)."""
 
 from __future__ import annotations
 

@@ -124,9 +124,10 @@ def _whole_units(Af: np.ndarray, err: np.ndarray) -> tuple[np.ndarray, np.ndarra
     cand = np.arange(D)
     for rows in [slice(0, _WHOLE_PROBE), slice(None)] if R0 > _WHOLE_PROBE else [slice(None)]:
         a = Af[rows] if cand.size == D else Af[rows][:, :, cand]
-        a2lo, a2hi = a[:, 2].min(axis=0), a[:, 2].max(axis=0)
-        m = np.maximum(a[:, 0].max(axis=0), -a[:, 0].min(axis=0))
-        m += np.maximum(a[:, 1].max(axis=0), -a[:, 1].min(axis=0))
+        lo, hi = a.min(axis=0), a.max(axis=0)  # (3, units): two passes over the rows as they lie in memory
+        a2lo, a2hi = lo[2], hi[2]
+        m = np.maximum(hi[0], -lo[0])
+        m += np.maximum(hi[1], -lo[1])
         slack = (3 * err[cand] + 4 * EPS * (np.maximum(np.abs(a2lo), np.abs(a2hi)) + m)) * (1 + 1e-9) + TINY
         p, n = a2lo - m > slack, a2hi + m < -slack
         keep = p | n

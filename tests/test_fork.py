@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from regioncount.engines._fork import can_fork, default_workers
@@ -52,10 +53,10 @@ def _forks() -> None:
     [
         # past BATCH at an op boundary: every batch of 64 regions on the workers
         ("_driver.BATCH, _driver.PARALLEL_MIN = 64, 0", 3),
-        # the mid-sized cut (_fork.gauge_cuts): its first batch here, then two, one on a child and one here at once
-        ("_fork.GAUGE_MIN, _fork.FORK_AFTER_S = 16, 0.0", 5),
+        # the mid-sized cut (_fork.mid_cuts): four batches, two jobs of two, one on a child and one here at once
+        ("_fork.MID_MIN = 16", 5),
     ],
-    ids=["batches", "gauged"],
+    ids=["batches", "mid-sized"],
 )
 def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
     """Batches run on forked workers (and on this process beside them) give the vertices, maps, codes, decisions
@@ -71,7 +72,7 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
         assert "jax" not in sys.modules
         net = rc.random_mlp(2, [16, 16, 16], seed={seed}, init="torch")
         box = rc.Box(-2, 2, 2)
-        _fork.GAUGE_MIN = 10**9
+        _fork.MID_MIN = 10**9
         one = rc.partition_plane(net, box)  # one store, never cut
         {settings}
         runs = {{}}
@@ -108,8 +109,8 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
 
 
 def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
-    """The space engine's mid-sized cut (_fork.gauge_cuts, _space._driver._gauge): its batches on a forked worker and on this
-    process at once give the polytopes, maps, codes and exact decisions of the same batches run here, and the
+    """The space engine's mid-sized cut (_fork.mid_cuts, _space._driver._mid_cut): its jobs of batches on a forked worker
+    and on this process at once give the polytopes, maps, codes and exact decisions of the same batches run here, and the
     regions, neighbours and linear regions of one store never cut; the hyperplane ids of cuts made apart differ
     and still name the same facets."""
     _forks()
@@ -124,16 +125,16 @@ def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
         assert "jax" not in sys.modules
         net = rc.random_mlp(3, [8, 8, 8], seed=2, init="torch")
         box = rc.Box(-2, 2, 3)
-        _fork.GAUGE_MIN = 10**9
+        _fork.MID_MIN = 10**9
         one = rc.partition_space(net, box)  # one store, never cut
-        _fork.GAUGE_MIN, _fork.FORK_AFTER_S = 16, 0.0
+        _fork.MID_MIN = 16
         runs = {}
         for w in (1, 2):
             _driver.WORKERS = w
             ticks = []
             p = rc.partition_space(net, box, progress=lambda d, t: ticks.append(d))
             runs[w] = (p, ticks)
-        assert forks == [(2, 2, True)], forks  # one batch on a child, one here; none with one worker
+        assert forks == [(2, 2, True)], forks  # one job on a child, one here; none with one worker
         (a, ta), (b, tb) = runs[1], runs[2]
         assert a.n_regions == b.n_regions == one.n_regions > 100, a.n_regions
         assert np.array_equal(a.code_bytes(), b.code_bytes())
@@ -235,3 +236,17 @@ def test_a_daemonic_pool_worker_does_not_fork():
 
     with mp.get_context("spawn").Pool(1) as pool:
         assert pool.map(_workers_in_a_pool_worker, [0]) == [(False, 1)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 1024, 46122])
+def test_mid_cuts_cover_every_row_once_outer_batches_with_inner(n):
+    from regioncount.engines._fork import MID_BATCHES, mid_cuts
+
+    cuts, jobs = mid_cuts(n)
+    assert cuts[0] == 0 and cuts[-1] == n and np.all(np.diff(cuts) > 0)
+    nb = cuts.size - 1
+    assert nb == min(MID_BATCHES, n)
+    assert sorted(b for job in jobs for b in job) == list(range(nb))
+    assert len(jobs) == min(2, nb) and max(np.diff(cuts)) - min(np.diff(cuts)) <= 1
+    if nb == 4:  # the first and last quarters on one process, the middle two on the other
+        assert jobs == [(0, 3), (1, 2)]

@@ -9,7 +9,7 @@ interpreter's teardown; an exception it raises is sent back and raised here; a c
 the children still running are terminated. A process that has imported JAX does not fork (:func:`can_fork`). Each
 child gets its share of the resident-memory limit
 (:mod:`regioncount._memory`): what this process holds now plus its part of what is left. The rule by which the
-plane and space engines cut a mid-sized store for the workers is here too (:data:`GAUGE_MIN`).
+plane and space engines cut a mid-sized store for the workers is here too (:data:`MID_MIN`).
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from ..networks._ops import Residual
 
 #: The mid-sized cut of the plane and space engines: the first time a store holds at least this many regions at
 #: a top-level op boundary, with ops that split regions still to come (:func:`splits_regions`), it is cut into
-#: batches (:func:`gauge_cuts`): a first of :data:`GAUGE_PART` of its rows, then :data:`GAUGE_REST` of equal
-#: size (cuts that depend on the count alone, so the partition is the same wherever its batches run). The first
-#: runs here and gauges the pace; where the others would take longer than :data:`FORK_AFTER_S` at that pace
-#: (:func:`worth_forking`), they run on a forked worker and on this process at once, so the later layers of a
-#: mid-sized count, where most of its work lies, use every core.
-GAUGE_MIN = 1 << 10
-GAUGE_PART = 1 / 16
-GAUGE_REST = 2
-#: Below this many seconds of remaining work, starting a worker costs about what it saves.
-FORK_AFTER_S = 0.1
+#: :data:`MID_BATCHES` batches of equal size (:func:`mid_cuts`: cuts that depend on the count alone, so the
+#: partition is the same wherever its batches run), paired into two jobs that run at once, one on a forked worker
+#: and one in this process (:func:`worth_forking`), so the later layers of a mid-sized count, where most of its
+#: work lies, use every core from the cut on.
+MID_MIN = 1 << 10
+#: Batches of the mid-sized cut. Batch ``i`` and batch ``MID_BATCHES - 1 - i`` make a job: rows follow the plane
+#: (children after their parent), and the work per row tends to grow or shrink along them (the torch 2->100x5
+#: net's four quarters: 0.12, 0.14, 0.15 and 0.16 s), so the first and last quarters are about as much work as
+#: the middle two, where two halves differ by a fifth.
+MID_BATCHES = 4
 
 
 def splits_regions(ops) -> bool:
@@ -43,16 +43,20 @@ def splits_regions(ops) -> bool:
     return any(splits_regions(o.body) if isinstance(o, Residual) else o.key != "affine" for o in ops)
 
 
-def gauge_cuts(n: int) -> tuple[int, np.ndarray]:
-    """The mid-sized cut of ``n`` rows: the end of the first batch, and the bounds ``(nb + 1,)`` of the others."""
-    first = max(1, int(n * GAUGE_PART))
-    nb = min(GAUGE_REST, n - first)
-    return first, np.linspace(first, n, nb + 1).astype(np.int64)
+def mid_cuts(n: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """The mid-sized cut of ``n`` rows: the bounds ``(nb + 1,)`` of its batches, and its jobs (tuples of batch
+    indices: the outer batches, then the inner ones)."""
+    nb = max(1, min(MID_BATCHES, n))
+    cuts = np.linspace(0, n, nb + 1).astype(np.int64)
+    jobs: list[tuple[int, ...]] = [(b,) for b in range(nb)] if nb <= 2 else [(0, nb - 1), tuple(range(1, nb - 1))]
+    return cuts, jobs
 
 
-def worth_forking(seconds: float, rows_done: int, rows_left: int, workers: int) -> bool:
-    """Whether ``rows_left`` rows, at the pace of ``rows_done`` in ``seconds``, are worth ``workers`` processes."""
-    return workers > 1 and seconds / max(1, rows_done) * rows_left > FORK_AFTER_S
+def worth_forking(workers: int) -> bool:
+    """Whether the jobs of a mid-sized cut run on a worker and here at once: wherever there is a worker to run
+    them (a store of :data:`MID_MIN` regions with a splitting op to come takes a few milliseconds at least, about
+    what starting a worker costs)."""
+    return workers > 1
 
 
 @contextlib.contextmanager

@@ -24,9 +24,9 @@ rounds and units, never over regions. Work happens in normalised coordinates ``u
 domain rectangle's centre and half-widths), which keeps every tolerance relative. Once a partition holds
 more than ``BATCH`` regions (``BATCH // T`` with T tokens) at a top-level op boundary, the remaining ops run
 on row batches one after the other, which bounds the working memory (maps are ``3 T d`` floats per region).
-The first time it holds ``_fork.GAUGE_MIN`` regions, it is cut into batches once: a small first one gauges the
-pace, and where the rest is long enough, its batches run on a forked worker and on this process at once
-(``_driver._gauge``, by the rule in ``engines/_fork.py`` that the space engine shares).
+The first time it holds ``_fork.MID_MIN`` regions, it is cut into batches once, which run as two jobs on a
+forked worker and on this process at once (``_driver._mid_cut``, by the rule in ``engines/_fork.py`` that the
+space engine shares).
 
 Polygons live in a padded store ``(capacity, M, 2)``; slots beyond a polygon's vertex count repeat its
 first vertex (and the last slot is always such padding), so shoelace sums and sign tests need no masks.

@@ -4,7 +4,6 @@ row batches once the store is large, and builds the :class:`~regioncount.results
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -20,7 +19,7 @@ from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
 from .. import _fork
 from .._exact import ExactMap
-from .._fork import default_workers, gauge_cuts, restoring, splits_regions, worth_forking
+from .._fork import default_workers, mid_cuts, restoring, splits_regions, worth_forking
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -98,7 +97,7 @@ class _Engine(_Decisions):
         st.cap_check = self.cap_check
         self._after_relu: Affine | None = None
         self.in_worker = False  # a forked worker runs its batches itself
-        self.gauged = False  # the store has been cut into batches (the mid-sized cut or BATCH): no cut after
+        self.cut_once = False  # the store has been cut into batches (the mid-sized cut or BATCH): no cut after
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag
@@ -127,11 +126,11 @@ class _Engine(_Decisions):
         unit = span / max(1, sum(leaves))
         for k, op in enumerate(ops):
             n = self.st.n
-            if (n > self.batch or (n >= _fork.GAUGE_MIN and not self.gauged)) and splits_regions(ops[k:]):
+            if (n > self.batch or (n >= _fork.MID_MIN and not self.cut_once)) and splits_regions(ops[k:]):
                 rest, at = unit * sum(leaves[k:]), start + sum(leaves[:k])
                 if n > self.batch:
                     return self._batched(ops[k:], A, bd, rest, at)
-                return self._gauge(ops[k:], A, bd, rest, at)
+                return self._mid_cut(ops[k:], A, bd, rest, at)
             self._step = unit
             self.pos = start + sum(leaves[:k])
             A, bd, _ = self.run([op], A, bd)
@@ -144,7 +143,7 @@ class _Engine(_Decisions):
         return self.solve(ops, _take_rows(A, lo, hi), bd, span, start)
 
     def _batched(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
-        self.gauged = True
+        self.cut_once = True
         st, blocks = self.st, self.blocks
         n = st.n
         nb = -(-n // self.batch)
@@ -159,48 +158,47 @@ class _Engine(_Decisions):
             pieces += self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi)
         return pieces
 
-    def _gauge(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
-        """The store cut into batches (:func:`~.._fork.gauge_cuts`): the first runs here, and the others on worker
-        processes where they would take long enough at its pace (:func:`~.._fork.worth_forking`), else here."""
-        self.gauged = True
+    def _mid_cut(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
+        """The store cut into batches once (:func:`~.._fork.mid_cuts`), paired into jobs that run on a worker and
+        here at once where there is a worker (:func:`~.._fork.worth_forking`), else here one after the other."""
+        self.cut_once = True
         st, blocks = self.st, self.blocks
         n = st.n
-        first, cuts = gauge_cuts(n)
-        nb = cuts.size - 1
-        self.pending += n - first
-        t0 = time.perf_counter()
-        pieces = self._run_batch(ops, A, bd, span * first / n, start, st, blocks, 0, first)
-        workers = min(default_workers(WORKERS), nb) if not self.in_worker else 1
-        if worth_forking(time.perf_counter() - t0, first, n - first, workers):
-            self.pending -= n - first  # the workers count their batches themselves
-            self.st, self.blocks = st, blocks
-            return pieces + self._forked(ops, A, bd, span * (n - first) / n, start, cuts, workers)
+        cuts, jobs = mid_cuts(n)
+        workers = min(default_workers(WORKERS), len(jobs)) if not self.in_worker else 1
+        if worth_forking(workers):
+            return self._forked(ops, A, bd, span, start, cuts, workers, jobs)
+        self.pending += n
+        pieces: list[_Piece] = []
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             self.pending -= hi - lo
             pieces += self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, int(lo), int(hi))
         return pieces
 
-    def _batch_in_worker(self, b: int, here: bool = False):
-        """Batch ``b`` of :attr:`_fork_job`, run in a forked child (which starts from this engine as it was at the
-        fork): its pieces and the counters it added. ``here``: run in this process beside the children
-        (:meth:`_batch_here`), reporting progress as if its batch were all of them (it is about their size)."""
+    def _job_in_worker(self, job: tuple, here: bool = False):
+        """The batches ``job`` of :attr:`_fork_job`, one after the other, in a forked child (which starts from this
+        engine as it was at the fork): their pieces by batch and the counters they added. ``here``: run in this
+        process beside the children (:meth:`_job_here`), reporting progress as if its batches were all of them
+        (they are about the children's size)."""
         ops, A, bd, span, start, cuts, st, blocks, tag0 = self._fork_job
-        nb = cuts.size - 1
-        lo, hi = int(cuts[b]), int(cuts[b + 1])
+        rows = np.diff(cuts)
         self.in_worker = True
         if not here:
-            self.progress = None  # the parent reports progress as batches finish
-        self.next_tag = tag0 + b * TAG_STRIDE
-        # the cap sees the other batches at their size now (each only grows), as the first batch does when they
-        # run here one after the other; the parent checks the total again
-        self.pending += int(cuts[-1] - cuts[0]) - (hi - lo)
+            self.progress = None  # the parent reports progress as jobs finish
+        # the cap sees the batches not run here at their size now (each only grows), and this job's later ones
+        self.pending += int(rows.sum()) - int(rows[list(job)].sum())
         before = (self.n_predicates, self.n_exact, self.n_assumed)
-        pieces = self._run_batch(ops, A, bd, span if here else span / nb, start, st, blocks, lo, hi)
+        out = {}
+        for k, b in enumerate(job):
+            self.pending += int(rows[list(job[k + 1 :])].sum())
+            self.next_tag = tag0 + b * TAG_STRIDE
+            out[b] = self._run_batch(ops, A, bd, span / len(job), start, st, blocks, int(cuts[b]), int(cuts[b + 1]))
+            self.pending -= int(rows[list(job[k + 1 :])].sum())
         counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
-        return pieces, counts
+        return out, counts
 
-    def _batch_here(self, b: int):
-        """:meth:`_batch_in_worker` run in this process (while the children run the other batches): the same work
+    def _job_here(self, job: tuple):
+        """:meth:`_job_in_worker` run in this process (while the children run the other jobs): the same work
         and result, with this engine's state as it was before (the caller adds the counters, as for a child), but
         for the progress it showed (it never goes back)."""
         names = ["st", "blocks", "in_worker", "progress", "next_tag", "pending", "finished", "pos", "_pos"]
@@ -208,28 +206,31 @@ class _Engine(_Decisions):
         # the decisions' tables, which a child's additions never reach either
         names += ["_lines", "_table", "records", "_rec_starts", "_exact_cache"]
         with restoring(self, names):
-            return self._batch_in_worker(b, here=True)
+            return self._job_in_worker(job, here=True)
 
-    def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int) -> list[_Piece]:
-        """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each batch in a child that
-        starts from this engine as it is and sends back its finished pieces. Counts and codes are those of the
-        batches run here one after the other; only the numbers of the tags of new cuts differ (they stay
-        distinct: each batch takes its own range)."""
+    def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int, jobs=None) -> list[_Piece]:
+        """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each job (batches, one after the
+        other; by default one batch each) in a child that starts from this engine as it is and sends back its
+        finished pieces, the last here. Counts and codes are those of the batches run here one after the other;
+        only the numbers of the tags of new cuts differ (they stay distinct: each batch takes its own range)."""
         from .._fork import fork_map
 
         nb = cuts.size - 1
+        jobs = [(b,) for b in range(nb)] if jobs is None else jobs
         self._fork_job = (ops, A, bd, span, start, cuts, self.st, self.blocks, self.next_tag)
         pos0 = self._pos
         done: dict[int, list[_Piece]] = {}
+        rows = np.diff(cuts)
         try:
-            jobs = fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here)
-            for b, (pieces, (n_pred, n_exact, n_assumed)) in jobs:
-                done[b] = pieces
+            for _, (by_batch, (n_pred, n_exact, n_assumed)) in fork_map(
+                self._job_in_worker, jobs, workers, here=self._job_here
+            ):
+                done.update(by_batch)
                 self.n_predicates += n_pred
                 self.n_exact += n_exact
                 self.n_assumed += n_assumed
-                self.finished += sum(p.nv.size for p in pieces)
-                self._pos = pos0 + span * len(done) / nb
+                self.finished += sum(p.nv.size for ps in by_batch.values() for p in ps)
+                self._pos = pos0 + span * rows[list(done)].sum() / rows.sum()
                 shown = int(np.floor(self._pos + 1e-9))
                 if self.progress is not None and shown > self._shown:
                     self._shown = shown

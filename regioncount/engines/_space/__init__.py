@@ -20,8 +20,8 @@ vertices span an edge exactly when no third vertex lies on every constraint the 
 shared constraints cut out then has just these two vertices), which is combinatorial and holds for
 degenerate polytopes too (vertices on more than ``k`` hyperplanes, duplicate or concurrent planes).
 Arrays are padded NumPy, vectorised across regions; Python loops run over ops, rounds and units. The first
-time the store holds ``_fork.GAUGE_MIN`` regions at a top-level op boundary it is cut into batches once, and
-where the rest is long enough they run on a forked worker and this process at once (``_driver._gauge``).
+time the store holds ``_fork.MID_MIN`` regions at a top-level op boundary it is cut into batches once, which
+run as two jobs on a forked worker and on this process at once (``_driver._mid_cut``).
 
 Exactness (DESIGN §2). Whether a region exists is decided by signs only: a split is made when some vertex
 is strictly positive and some strictly negative, a clip kills a cell when no vertex is strictly positive.

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -16,13 +15,13 @@ from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Program
 from ...results._polytopes import Polytopes
 from .. import _fork
-from .._fork import default_workers, gauge_cuts, restoring, splits_regions, worth_forking
+from .._fork import default_workers, mid_cuts, restoring, splits_regions, worth_forking
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
 from ._store import _WB, _balls, _lastsum, _pack, _Store
 
-#: Processes for the batches of a store cut at its mid size (``_fork.GAUGE_MIN``, the plane engine's rule; None:
+#: Processes for the batches of a store cut at its mid size (``_fork.MID_MIN``, the plane engine's rule; None:
 #: ``REGIONCOUNT_WORKERS`` if set, else one per core; 1: here).
 WORKERS: int | None = None
 
@@ -82,7 +81,7 @@ class _Engine(_Decisions):
         self.exact_calls = 0
         self._cache: dict = {}
         self._ops = [op for op, _, _ in walk_widths(program) if op.key != "affine"]
-        self.gauged = False  # the store has been cut into batches once: never again
+        self.cut_once = False  # the store has been cut into batches once (the mid-sized cut): never again
         self.in_worker = False  # a forked worker runs its batch itself
         self.finished = 0  # regions in finished batches
         self.pending = 0  # regions in batches not yet started
@@ -111,10 +110,10 @@ class _Engine(_Decisions):
 
     def solve(self, ops, A) -> list[_Piece]:
         """Apply the top-level ``ops`` to the store and maps ``A``: the finished batches (one where the store is
-        never cut, see ``_fork.GAUGE_MIN``)."""
+        never cut, see ``_fork.MID_MIN``)."""
         for k, op in enumerate(ops):
-            if not self.gauged and self.st.n >= _fork.GAUGE_MIN and splits_regions(ops[k:]):
-                return self._gauge(ops[k:], A)
+            if not self.cut_once and self.st.n >= _fork.MID_MIN and splits_regions(ops[k:]):
+                return self._mid_cut(ops[k:], A)
             A, _ = self.run([op], A)
         return [self._finish(A)]
 
@@ -138,34 +137,31 @@ class _Engine(_Decisions):
         self.finished += n
         return piece
 
-    def _gauge(self, ops, A) -> list[_Piece]:
-        """The store cut into batches (:func:`~.._fork.gauge_cuts`); the first runs here, and the others on a worker
-        and here at once where they would take long enough at its pace (:func:`~.._fork.worth_forking`), else here
-        one after the other."""
-        self.gauged = True
+    def _mid_cut(self, ops, A) -> list[_Piece]:
+        """The store cut into batches once (:func:`~.._fork.mid_cuts`), paired into jobs that run on a worker and
+        here at once where there is a worker (:func:`~.._fork.worth_forking`), else here one after the other."""
+        self.cut_once = True
         st, n = self.st, self.st.n
         st._settle()
         start = _State.of(self)
-        first, cuts = gauge_cuts(n)
+        cuts, jobs = mid_cuts(n)
         nb = cuts.size - 1
-        self.pending += n - first
-        t0 = time.perf_counter()
-        pieces = self._run_batch(ops, A, start, 0, first, None)
-        workers = min(default_workers(WORKERS), nb) if not self.in_worker else 1
-        if worth_forking(time.perf_counter() - t0, first, n - first, workers):
-            self.pending -= n - first  # the workers count their batches themselves
+        workers = min(default_workers(WORKERS), len(jobs)) if not self.in_worker else 1
+        if worth_forking(workers):
             self._fork_job = (ops, A, start, cuts, self.next_id)
             done: dict[int, list[_Piece]] = {}
             try:
-                for b, (got, calls) in _fork.fork_map(self._batch_in_worker, range(nb), workers, here=self._batch_here):
-                    done[b] = got
+                for _, (by_batch, calls) in _fork.fork_map(self._job_in_worker, jobs, workers, here=self._job_here):
+                    done.update(by_batch)
                     self.exact_calls += calls
-                    self.finished += sum(p.nv.size for p in got)
+                    self.finished += sum(p.nv.size for got in by_batch.values() for p in got)
             finally:
                 del self._fork_job
             self.next_id += (nb + 1) * ID_STRIDE
             self.cap_check(0)
-            return pieces + [p for b in range(nb) for p in done[b]]
+            return [p for b in range(nb) for p in done[b]]
+        self.pending += n
+        pieces: list[_Piece] = []
         for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
             self.pending -= int(hi - lo)
             pieces += self._run_batch(ops, A, start, int(lo), int(hi), start.part_of(i, nb))
@@ -181,23 +177,31 @@ class _Engine(_Decisions):
         self.progress = progress
         return self.solve(ops, A[lo:hi])
 
-    def _batch_in_worker(self, b: int, here: bool = False):
-        """Batch ``b`` of :attr:`_fork_job` in a forked child (``here``: in this process beside it, reporting the
-        progress as if its batch were all of them): its pieces and the exact decisions it made."""
+    def _job_in_worker(self, job: tuple, here: bool = False):
+        """The batches ``job`` of :attr:`_fork_job`, one after the other, in a forked child (``here``: in this
+        process beside it, reporting the progress as if its batches were all of them): their pieces by batch and
+        the exact decisions they made."""
         ops, A, start, cuts, next_id = self._fork_job
-        lo, hi = int(cuts[b]), int(cuts[b + 1])
+        rows = np.diff(cuts)
         self.in_worker = True
-        self.next_id = next_id + (b + 1) * ID_STRIDE
-        self.pending += int(cuts[-1] - cuts[0]) - (hi - lo)
+        # the cap sees the batches not run here at their size now (each only grows), and this job's later ones
+        self.pending += int(rows.sum()) - int(rows[list(job)].sum())
         before = self.exact_calls
-        pieces = self._run_batch(ops, A, start, lo, hi, start.progress if here else None)
-        return pieces, self.exact_calls - before
+        out = {}
+        for k, b in enumerate(job):
+            later = int(rows[list(job[k + 1 :])].sum())
+            self.pending += later
+            self.next_id = next_id + (b + 1) * ID_STRIDE
+            progress = start.part_of(k, len(job)) if here else None
+            out[b] = self._run_batch(ops, A, start, int(cuts[b]), int(cuts[b + 1]), progress)
+            self.pending -= later
+        return out, self.exact_calls - before
 
-    def _batch_here(self, b: int):
-        """:meth:`_batch_in_worker` in this process, with this engine's state as it was before (the caller adds
+    def _job_here(self, job: tuple):
+        """:meth:`_job_in_worker` in this process, with this engine's state as it was before (the caller adds
         the decisions and regions, as for a child)."""
         with restoring(self, ("in_worker", "next_id", "pending", "finished", "exact_calls", "families", "_cache")):
-            return self._batch_in_worker(b, here=True)
+            return self._job_in_worker(job, here=True)
 
     def run(self, ops, A):
         """Apply ``ops`` to maps ``A``; ``self.E`` and ``self.hb`` (``(T, d)`` each) follow along: bounds, over

@@ -22,9 +22,9 @@ Every region is a convex polygon in the domain's parameters ``(u1, u2)`` carryin
 Geometry and combinatorics are NumPy (float64), vectorised across regions; Python loops run over ops,
 rounds and units, never over regions. Work happens in normalised coordinates ``u' in [-1, 1]^2`` (the
 domain rectangle's centre and half-widths), which keeps every tolerance relative. Once a partition holds
-more than ``BATCH`` regions (``BATCH // T`` with T tokens) at a top-level op boundary, the remaining ops run
-on row batches one after the other, which bounds the working memory (maps are ``3 T d`` floats per region).
-The first time it holds ``_fork.MID_MIN`` regions, it is cut into batches once, which run as two jobs on a
+more than ``BATCH`` regions (``BATCH // T**2`` with T tokens) at a top-level op boundary, the remaining ops run
+on row batches one after the other, which bounds the working memory (maps are ``3 T d`` floats per region,
+attention scores ``6 H T**2``). The first time it holds ``_fork.MID_MIN`` regions, it is cut into batches once, which run as two jobs on a
 forked worker and on this process at once (``_driver._mid_cut``, by the rule in ``engines/_fork.py`` that the
 space engine shares).
 

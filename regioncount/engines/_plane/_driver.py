@@ -29,8 +29,9 @@ from ._predicates import _Decisions
 from ._store import _Store
 
 #: Regions per batch once a partition grows past it (bounds the engine's working memory), for one token; a
-#: program with T tokens batches ``BATCH // T`` regions, since its maps are ``3 T d`` floats per region (the
-#: Thm 4.4 Transformer's sub-box: peak 670 -> 420 MB per process, the same time).
+#: program with T tokens batches ``BATCH // T**2`` regions: its maps are ``3 T d`` floats per region, and an
+#: attention op's scores ``6 H T**2`` (the Thm 4.4 Transformer's sub-box, T = 3, one process: peak 670 MB with
+#: ``BATCH``, 337 MB with ``BATCH // T``, 260 MB and 4% less time with ``BATCH // T**2``).
 BATCH = 1 << 15
 
 #: Processes that run the row batches of a large partition (forked from this one, each with its share of the
@@ -385,7 +386,7 @@ def partition_plane(
     bd.check_finite()
     square = np.array([[[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]]])
     st = _Store(square, np.array([4]), np.array([[0, 1, 2, 3, -1]], np.int64), None)
-    eng = _Engine(program, st, progress, max_regions, max(1, BATCH // T))
+    eng = _Engine(program, st, progress, max_regions, max(1, BATCH // (T * T)))
     M0 = np.empty((3, T, q), dtype=object)
     for i in range(q):
         for k in range(2):

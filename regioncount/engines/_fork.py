@@ -28,8 +28,9 @@ from ..networks._ops import Residual
 #: a top-level op boundary, with ops that split regions still to come (:func:`splits_regions`), it is cut into
 #: :data:`MID_BATCHES` batches of equal size (:func:`mid_cuts`: cuts that depend on the count alone, so the
 #: partition is the same wherever its batches run), paired into two jobs that run at once, one on a forked worker
-#: and one in this process (:func:`worth_forking`), so the later layers of a mid-sized count, where most of its
-#: work lies, use every core from the cut on.
+#: and one in this process wherever there is a worker, so the later layers of a mid-sized count, where most of its
+#: work lies, use every core from the cut on (a store of this size with a splitting op to come takes a few
+#: milliseconds at least, about what starting a worker costs).
 MID_MIN = 1 << 10
 #: Batches of the mid-sized cut. Batch ``i`` and batch ``MID_BATCHES - 1 - i`` make a job: rows follow the plane
 #: (children after their parent), and the work per row tends to grow or shrink along them (the torch 2->100x5
@@ -50,13 +51,6 @@ def mid_cuts(n: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     cuts = np.linspace(0, n, nb + 1).astype(np.int64)
     jobs: list[tuple[int, ...]] = [(b,) for b in range(nb)] if nb <= 2 else [(0, nb - 1), tuple(range(1, nb - 1))]
     return cuts, jobs
-
-
-def worth_forking(workers: int) -> bool:
-    """Whether the jobs of a mid-sized cut run on a worker and here at once: wherever there is a worker to run
-    them (a store of :data:`MID_MIN` regions with a splitting op to come takes a few milliseconds at least, about
-    what starting a worker costs)."""
-    return workers > 1
 
 
 @contextlib.contextmanager

@@ -125,15 +125,11 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
             # columns the head's output projection writes: the others are exact zeros, and a sum that starts
             # at +0 is never -0, so adding a zero to it changes no bit (a head of the Thm 4.4 construction
             # writes one column of 40)
-            src, idx = done[rep[u]], digits[:, u] * R0 + anc
-            if written[h].size < d:
-                src = src[:, :, written[h]]
+            cols = written[h] if written[h].size < d else slice(None)
+            src, idx = done[rep[u]][:, :, cols], digits[:, u] * R0 + anc
             step = max(1, _CHUNK // max(1, 3 * src.shape[2]))
             for lo in range(0, R, step):
-                if written[h].size < d:
-                    parts[c][lo : lo + step, :, written[h]] += np.take(src, idx[lo : lo + step], axis=0)
-                else:
-                    parts[c][lo : lo + step] += np.take(src, idx[lo : lo + step], axis=0)
+                parts[c][lo : lo + step, :, cols] += np.take(src, idx[lo : lo + step], axis=0)
         oa, oe, og, ou = heads_bd[h]
         if averaged:  # a mean of tied value rows: rounding, and no granularity to speak of
             oe = oe + gamma(T + 2) * oa + TINY

@@ -19,7 +19,7 @@ from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
 from .. import _fork
 from .._exact import ExactMap
-from .._fork import default_workers, mid_cuts, restoring, splits_regions, worth_forking
+from .._fork import default_workers, mid_cuts, restoring, splits_regions
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -161,13 +161,13 @@ class _Engine(_Decisions):
 
     def _mid_cut(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
         """The store cut into batches once (:func:`~.._fork.mid_cuts`), paired into jobs that run on a worker and
-        here at once where there is a worker (:func:`~.._fork.worth_forking`), else here one after the other."""
+        here at once where there is a worker, else here one after the other."""
         self.cut_once = True
         st, blocks = self.st, self.blocks
         n = st.n
         cuts, jobs = mid_cuts(n)
         workers = min(default_workers(WORKERS), len(jobs)) if not self.in_worker else 1
-        if worth_forking(workers):
+        if workers > 1:
             return self._forked(ops, A, bd, span, start, cuts, workers, jobs)
         self.pending += n
         pieces: list[_Piece] = []
@@ -191,10 +191,11 @@ class _Engine(_Decisions):
         before = (self.n_predicates, self.n_exact, self.n_assumed)
         out = {}
         for k, b in enumerate(job):
-            self.pending += int(rows[list(job[k + 1 :])].sum())
+            later = int(rows[list(job[k + 1 :])].sum())
+            self.pending += later
             self.next_tag = tag0 + b * TAG_STRIDE
             out[b] = self._run_batch(ops, A, bd, span / len(job), start, st, blocks, int(cuts[b]), int(cuts[b + 1]))
-            self.pending -= int(rows[list(job[k + 1 :])].sum())
+            self.pending -= later
         counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
         return out, counts
 

@@ -89,12 +89,11 @@ def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
 
     A disc test (value at an interior point against the gradient times the radius, with every error
     bound added) settles most pairs; the vertices are evaluated only for the pairs whose line may pass
-    through the polygon, an undecided vertex counting as both signs (the rounds then decide it exactly).
+    through the polygon, an undecided vertex counting as both signs (the rounds then decide it exactly). Units of
+    one sign on the whole square (:func:`_whole_units`) skip both.
     """
     R0, _, D = Af.shape
-    if R0 == 0:
-        return _sides_per_parent(eng, Af, err, hb)
-    whole_pos, whole_neg = _whole_units(Af, err)
+    whole_pos, whole_neg = _whole_units(Af, err) if R0 else (np.zeros(D, bool), np.zeros(D, bool))
     todo = np.flatnonzero(~(whole_pos | whole_neg))
     if todo.size == D:
         return _sides_per_parent(eng, Af, err, hb)

@@ -15,7 +15,7 @@ from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Program
 from ...results._polytopes import Polytopes
 from .. import _fork
-from .._fork import default_workers, mid_cuts, restoring, splits_regions, worth_forking
+from .._fork import default_workers, mid_cuts, restoring, splits_regions
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
@@ -139,7 +139,7 @@ class _Engine(_Decisions):
 
     def _mid_cut(self, ops, A) -> list[_Piece]:
         """The store cut into batches once (:func:`~.._fork.mid_cuts`), paired into jobs that run on a worker and
-        here at once where there is a worker (:func:`~.._fork.worth_forking`), else here one after the other."""
+        here at once where there is a worker, else here one after the other."""
         self.cut_once = True
         st, n = self.st, self.st.n
         st._settle()
@@ -147,7 +147,7 @@ class _Engine(_Decisions):
         cuts, jobs = mid_cuts(n)
         nb = cuts.size - 1
         workers = min(default_workers(WORKERS), len(jobs)) if not self.in_worker else 1
-        if worth_forking(workers):
+        if workers > 1:
             self._fork_job = (ops, A, start, cuts, self.next_id)
             done: dict[int, list[_Piece]] = {}
             try:

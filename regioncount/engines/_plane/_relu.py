@@ -93,10 +93,16 @@ def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     one sign on the whole square (:func:`_whole_units`) skip both.
     """
     R0, _, D = Af.shape
-    whole_pos, whole_neg = _whole_units(Af, err) if R0 else (np.zeros(D, bool), np.zeros(D, bool))
-    todo = np.flatnonzero(~(whole_pos | whole_neg))
-    if todo.size == D:
-        return _sides_per_parent(eng, Af, err, hb)
+    whole_pos, whole_neg = _whole_units(Af, err)
+    whole = whole_pos | whole_neg
+    todo = np.flatnonzero(~whole)
+    if 2 * todo.size > D:
+        # most units left: every unit per parent, then the whole ones overwritten (each pair's test is its own, so
+        # the others get what a test of those alone gives), rather than a copy of most of the maps
+        pos, neg = _sides_per_parent(eng, Af, err, hb)
+        if todo.size < D:
+            pos[:, whole], neg[:, whole] = whole_pos[whole], whole_neg[whole]
+        return pos, neg
     pos = np.broadcast_to(whole_pos, (R0, D)).copy()
     neg = np.broadcast_to(whole_neg, (R0, D)).copy()
     if todo.size:
@@ -104,8 +110,9 @@ def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     return pos, neg
 
 
-#: Parents whose extreme coefficients :func:`_whole_units` reads first, to find the units worth a look over all.
+#: Parents in the first block :func:`_whole_units` reads; each later block is :data:`_WHOLE_GROWTH` times larger.
 _WHOLE_PROBE = 64
+_WHOLE_GROWTH = 8
 
 
 def _whole_units(Af: np.ndarray, err: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,25 +123,37 @@ def _whole_units(Af: np.ndarray, err: np.ndarray) -> tuple[np.ndarray, np.ndarra
     one), and at most ``max a2 + max|a0| + max|a1| + 3 err``; the two float operations that form each bound round
     by at most ``EPS`` of the magnitudes they add, each. Settles with a few reductions the units that never reach
     their kink on the domain (the clipping ReLUs of a compiled Transformer's feed-forward blocks), which the
-    per-parent test would visit one parent at a time. The extremes of the first :data:`_WHOLE_PROBE` parents come
-    first: a unit they do not settle is not settled by all of them, and is not read again."""
+    per-parent test would visit one parent at a time. The parents are read in blocks of growing size
+    (:data:`_WHOLE_PROBE` first), keeping each unit's running extremes: more parents only widen the extremes, so a
+    unit that a block's parents already leave unproven is dropped and not read again (a deep MLP's last layers
+    have a few units that survive the first parents but not all of them). The extremes of the units that survive
+    every block are those over all parents: the result does not depend on the blocks."""
     R0, _, D = Af.shape
     pos, neg = np.zeros(D, bool), np.zeros(D, bool)
+    if R0 == 0:
+        return pos, neg
     cand = np.arange(D)
-    for rows in [slice(0, _WHOLE_PROBE), slice(None)] if R0 > _WHOLE_PROBE else [slice(None)]:
-        a = Af[rows] if cand.size == D else Af[rows][:, :, cand]
-        lo, hi = a.min(axis=0), a.max(axis=0)  # (3, units): two passes over the rows as they lie in memory
+    lo = np.full((3, D), np.inf)
+    hi = np.full((3, D), -np.inf)
+    start, size = 0, _WHOLE_PROBE
+    while start < R0:
+        a = Af[start : start + size]
+        if cand.size < D:
+            a = a[:, :, cand]
+        np.minimum(lo, a.min(axis=0), out=lo)  # (3, units): two passes over the rows as they lie in memory
+        np.maximum(hi, a.max(axis=0), out=hi)
+        start, size = start + size, size * _WHOLE_GROWTH
         a2lo, a2hi = lo[2], hi[2]
         m = np.maximum(hi[0], -lo[0])
         m += np.maximum(hi[1], -lo[1])
         slack = (3 * err[cand] + 4 * EPS * (np.maximum(np.abs(a2lo), np.abs(a2hi)) + m)) * (1 + 1e-9) + TINY
         p, n = a2lo - m > slack, a2hi + m < -slack
         keep = p | n
-        cand = cand[keep]
+        if not keep.all():
+            cand, lo, hi, p, n = cand[keep], lo[:, keep], hi[:, keep], p[keep], n[keep]
         if cand.size == 0:
-            break
-    else:  # the last pass read every parent
-        pos[cand], neg[cand] = p[keep], n[keep]
+            return pos, neg
+    pos[cand], neg[cand] = p, n
     return pos, neg
 
 

@@ -24,6 +24,8 @@ class _Masked:
     bits: np.ndarray  # (R, ceil(T d / 8)) packed
     fixed: np.ndarray  # (R0, T d) bool
     cross: np.ndarray  # (R0, T d) bool
+    #: ``np.nonzero(cross)``, where the splitter has it already
+    cross_pairs: tuple[np.ndarray, np.ndarray] | None = None
 
     def rows(self, sl) -> np.ndarray:
         R0, _, T, d = self.base.shape
@@ -36,9 +38,9 @@ class _Masked:
 
     def varying(self) -> tuple[np.ndarray, np.ndarray]:
         """Pairs ``(r, j)`` (sorted by ``r``) where unit ``j`` crosses the parent of ``r`` and is on in ``r``."""
-        if not self.cross.any():  # no unit crosses any parent (each region is its own parent)
+        pp, jj = np.nonzero(self.cross) if self.cross_pairs is None else self.cross_pairs
+        if pp.size == 0:  # no unit crosses any parent (each region is its own parent)
             return np.zeros(0, np.intp), np.zeros(0, np.intp)
-        pp, jj = np.nonzero(self.cross)
         cnt = np.bincount(pp, minlength=self.cross.shape[0])
         first = np.cumsum(cnt) - cnt
         c = cnt[self.parent]
@@ -256,7 +258,12 @@ def _take_rows(A, lo: int, hi: int):
     if not isinstance(A, _Masked):
         return A[lo:hi]
     plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1
-    return _Masked(A.base[plo:phi], A.parent[lo:hi] - plo, A.bits[lo:hi], A.fixed[plo:phi], A.cross[plo:phi])
+    pairs = None
+    if A.cross_pairs is not None:
+        pp, jj = A.cross_pairs
+        a, b = np.searchsorted(pp, [plo, phi])  # nonzero lists the pairs by parent
+        pairs = (pp[a:b] - plo, jj[a:b])
+    return _Masked(A.base[plo:phi], A.parent[lo:hi] - plo, A.bits[lo:hi], A.fixed[plo:phi], A.cross[plo:phi], pairs)
 
 
 def _token_column(M, op: Affine, t: int, j: int):

@@ -38,6 +38,7 @@ def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
     # by many lines, as the box is by the first layer), every region becomes the owner of the units
     # left in its list that cross it, so later rounds only visit regions with work left.
     pp, jj = np.nonzero(cross)
+    pairs = (pp, jj)  # the lists below change; the maps keep these
     cnt = np.bincount(pp, minlength=R0)
     first = np.cumsum(cnt) - cnt
     st.add_extra("own", np.arange(R0))
@@ -59,7 +60,7 @@ def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
             t = since = 0
     st.sort_by_parent()
     bits = st.extra["bits"][: st.n]
-    A_new = _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross)
+    A_new = _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross, pairs)
     return A_new, ("bits", D, bits), dataclasses.replace(bd, same_u=False)
 
 

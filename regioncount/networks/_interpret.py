@@ -22,7 +22,6 @@ make them stale.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import OrderedDict
 from fractions import Fraction
@@ -94,6 +93,8 @@ class ExactMap:
 
 
 def _digest(a: np.ndarray) -> bytes:
+    import hashlib  # here: its OpenSSL binding costs 6 ms of every command's start-up, and few need it
+
     a = np.ascontiguousarray(a)
     return hashlib.blake2b(a.tobytes(), digest_size=16).digest() + repr((a.shape, a.dtype.str)).encode()
 

@@ -28,12 +28,17 @@ def _magnitudes(X: np.ndarray, on: np.ndarray | None = None) -> tuple[np.ndarray
     u = np.zeros(X.shape[2:])
     step = max(1, _MAG_CHUNK // max(1, X[0].size if X.shape[0] else 1))
     for lo in range(0, X.shape[0], step):
-        a = np.abs(X[lo : lo + step])
+        x = X[lo : lo + step]
+        s = np.abs(x[:, 0])
+        s += np.abs(x[:, 1])
+        t = np.abs(x[:, 2])
         if on is not None:
-            a *= on[lo : lo + step]  # |x| * 1 = |x|, |x| * 0 = 0: the entries of where(on, X, 0), chunk by chunk
-        s = a[:, 0] + a[:, 1]
+            # the sums of where(on, X, 0): a sum times 1 is itself, and the masked sum is 0 + 0 (finite maps)
+            o = on[lo : lo + step, 0]
+            s *= o
+            t *= o
         np.maximum(u, s.max(axis=0), out=u)
-        s += a[:, 2]
+        s += t
         np.maximum(full, s.max(axis=0), out=full)
     return full * (1 + 4 * EPS), u * (1 + 4 * EPS)
 

@@ -29,10 +29,15 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         P = _Poly(P.V, P.inc, P.nv, P.fid, P.fpl, P.nf)
         P.widen(M, Fn, slots=False)
     W = P.inc.shape[2]
-    # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots
-    # flat indices then divmod: the same pairs in the same (C) order as a 3-axis nonzero, at a third the cost
-    r, ab = np.divmod(np.flatnonzero(pos[:, :, None] & neg[:, None, :]), M * M)
-    a, b = np.divmod(ab, M)
+    # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots; every positive vertex
+    # with every negative one of its region, listed by region, then a, then b (the order of a nonzero over the
+    # (n, M, M) outer mask, without forming it: its cost grows with the padded M squared, this one with the pairs)
+    pr, a = np.nonzero(pos)
+    nr, nb = np.nonzero(neg)
+    nneg = np.bincount(nr, minlength=n)
+    c = nneg[pr]
+    r, a = np.repeat(pr, c), np.repeat(a, c)
+    b = nb[np.repeat(np.cumsum(nneg)[pr] - nneg[pr] - np.cumsum(c) + c, c) + np.arange(r.size)]
     com = P.inc[r, a] & P.inc[r, b]
     ok = (np.bitwise_count(com[:, 0]) if W == 1 else _popcount(com)) >= k - 1
     r, a, b, com = r[ok], a[ok], b[ok], com[ok]

@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import _tolerances as tol
 from ..._predicates import EPS, TINY, gamma
+from .._rows import last_any, last_max, last_max_abs, last_min
 from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs, _pad, _pad_tags
 
 #: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
@@ -65,9 +66,9 @@ def _beaten(cen, rad, F, E, act) -> np.ndarray:
     j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
     Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
     g = Fj - F  # f_j - f_r, (n, 3, k)
-    eg = E + np.take_along_axis(E, j, axis=1) + 2 * EPS * np.abs(g).max(axis=1)
+    eg = E + np.take_along_axis(E, j, axis=1) + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
     sc, reach = _disc_reach(cen[:, None, :], rad[:, None], g.transpose(0, 2, 1), eg)
-    return np.any(a, axis=2) & (sc > reach)
+    return last_any(a) & (sc > reach)
 
 
 def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: dict):
@@ -108,18 +109,18 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
         # the rounding error of the subtraction, exactly (Knuth's TwoSum)
         bv = g - fr
         err = np.abs((fr - (g - bv)) + (-fj - bv))
-        eg = El[pj, r] + El[pj, j] + err.max(axis=1)
+        eg = El[pj, r] + El[pj, j] + last_max(err)
         a, b = np.minimum(r, j), np.maximum(r, j)
         newtag = base + canon[pj, b * (b - 1) // 2 + a] * R0 + pj
         s, dv = _eval_bound(V, Rv, g, eg)
         sg = _float_signs(s, dv)
         inact = ~act_u[pj, j]
         sg[inact] = 1
-        und = np.flatnonzero(sg.max(axis=1) == 2)  # signs are -1, 0, 1 or 2 (undecided)
+        und = np.flatnonzero(last_max(sg) == 2)  # signs are -1, 0, 1 or 2 (undecided)
         if und.size:
             sg[und] = eng.decide(sg[und], tg[und], nv[und], g[und], eg[und], newtag[und])
-        haspos = sg.max(axis=1) > 0  # decided signs only now: -1, 0, 1
-        hasneg = sg.min(axis=1) < 0
+        haspos = last_max(sg) > 0  # decided signs only now: -1, 0, 1
+        hasneg = last_min(sg) < 0
         allzero = ~haspos & ~hasneg
         alive = np.where(allzero, j > r, haspos)
         clip = alive & hasneg

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._predicates import EPS, TINY, gamma
+from .._rows import last_max, last_sum
 
 #: Number of float64 values a chunked temporary may hold.
 _CHUNK = 1 << 18
@@ -80,7 +81,10 @@ def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
     """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
     the exact polygon (each exact vertex lies within ``R`` of its float one)."""
     M = V.shape[1]
-    ctr = (V.sum(axis=1) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
+    ctr = V[:, 0].copy()  # the vertices summed in turn: the order of V.sum(axis=1), at a third of its cost
+    for i in range(1, M):
+        ctr += V[:, i]
+    ctr = (ctr - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
     # the distances written out per coordinate (the same sums as a sum over the last axis of length 2)
     dx = V[..., 0] - ctr[:, :1]
     dy = V[..., 1] - ctr[:, 1:]
@@ -89,7 +93,7 @@ def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
     dx += dy
     np.sqrt(dx, out=dx)
     dx += R
-    rad = dx.max(axis=1) * (1 + 1e-12)
+    rad = last_max(dx) * (1 + 1e-12)
     return ctr, rad
 
 
@@ -134,8 +138,8 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         S = a + b
         rest = S - dp - dm
         dt = (a / S) * (dm / rest) + (b / S) * (dp / rest) + 4 * EPS
-        L = np.sqrt(np.sum((Pm - Pp) ** 2, axis=1))
-        rX = np.maximum(rp, rm) + dt * (L + rp + rm) + 8 * EPS * (np.abs(Pp).sum(axis=1) + np.abs(Pm).sum(axis=1))
+        L = np.sqrt(last_sum((Pm - Pp) ** 2))
+        rX = np.maximum(rp, rm) + dt * (L + rp + rm) + 8 * EPS * (last_sum(np.abs(Pp)) + last_sum(np.abs(Pm)))
         rX = np.where(good, rX * (1 + 1e-12) + TINY, np.inf)
     X[~good] = 0.0
     bad = np.flatnonzero(~good)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
+from .._rows import last_any, last_max, last_min
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Masked
 from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs, _norm
@@ -76,8 +77,8 @@ def _classify(eng, rows, w, e):
         ra = rows[amb]
         s, dv = _eval_bound(st.V[ra], st.R[ra], w[amb], e[amb])
         sg = _float_signs(s, dv)
-        pos[amb] = np.any((sg == 1) | (sg == 2), axis=1)
-        neg[amb] = np.any((sg == -1) | (sg == 2), axis=1)
+        pos[amb] = last_any((sg == 1) | (sg == 2))
+        neg[amb] = last_any((sg == -1) | (sg == 2))
     return pos, neg
 
 
@@ -195,8 +196,8 @@ def _sides_per_parent(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
         q, k = p[lo : lo + step], j[lo : lo + step]
         s, dv = _eval_bound(st.V[q], st.R[q], Af[q, :, k], err[k])
         sg = _float_signs(s, dv)
-        pos[q, k] = np.any((sg == 1) | (sg == 2), axis=1)
-        neg[q, k] = np.any((sg == -1) | (sg == 2), axis=1)
+        pos[q, k] = last_any((sg == 1) | (sg == 2))
+        neg[q, k] = last_any((sg == -1) | (sg == 2))
     return pos, neg
 
 
@@ -216,8 +217,8 @@ def _relu_round(eng, cand, w, e, j, newtag):
     wn, en = w[near], e[near]
     s, dv = _eval_bound(V, Rv, wn, en)
     sg = eng.decide(_float_signs(s, dv), tg_n, nv_n, wn, en, newtag[near])
-    haspos = sg.max(axis=1) > 0  # decided signs: -1, 0, 1
-    split = haspos & (sg.min(axis=1) < 0)
+    haspos = last_max(sg) > 0  # decided signs: -1, 0, 1
+    split = haspos & (last_min(sg) < 0)
     one[near[haspos & ~split]] = True
     idx = np.flatnonzero(split)
     if idx.size:

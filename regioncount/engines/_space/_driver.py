@@ -16,10 +16,11 @@ from ...networks._ops import Program
 from ...results._polytopes import Polytopes
 from .. import _fork
 from .._fork import default_workers, mid_cuts, restoring, splits_regions
+from .._rows import last_sum
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._predicates import _Decisions, _Exact, _Family, _gamma
-from ._store import _WB, _balls, _lastsum, _pack, _Store
+from ._store import _WB, _balls, _pack, _Store
 
 #: Processes for the batches of a store cut at its mid size (``_fork.MID_MIN``, the plane engine's rule; None:
 #: ``REGIONCOUNT_WORKERS`` if set, else one per core; 1: here).
@@ -354,11 +355,11 @@ def partition_space(
     Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, k+1) in normalised u
     maps = np.empty_like(Mn)
     maps[..., :k] = Mn[..., :k] / h
-    maps[..., k] = Mn[..., k] - _lastsum(Mn[..., :k] * (c / h))
+    maps[..., k] = Mn[..., k] - last_sum(Mn[..., :k] * (c / h))
     fpl = _padded([p.fpl for p in pieces], 0.0)
     planes = np.empty(fpl.shape[:2] + (k + 1,))
     planes[..., :k] = fpl[..., :k] / h
-    planes[..., k] = fpl[..., k] - _lastsum(fpl[..., :k] * (c / h))  # the same sums as .sum(axis=-1)
+    planes[..., k] = fpl[..., k] - last_sum(fpl[..., :k] * (c / h))  # the same sums as .sum(axis=-1)
     return Polytopes(
         domain,
         verts,

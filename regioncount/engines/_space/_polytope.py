@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._rows import last_dot, last_max_abs, last_sum
 from ._predicates import _gamma
-from ._store import _CHUNK, _WB, _balls_flat, _bit, _lastdot, _lastmax_abs, _lastsum, _Poly, _popcount, _unpack
+from ._store import _CHUNK, _WB, _balls_flat, _bit, _Poly, _popcount, _unpack
 
 
 def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray, sides=(1, -1)) -> list[_Poly]:
@@ -181,10 +182,10 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray | tuple, planes: np.ndarray |
     else:
         rows = np.take_along_axis(planes, first[..., None], axis=1)  # (n, k, k+2)
     A, b, e = rows[..., :k], rows[..., k], rows[..., k + 1]
-    big = np.maximum(1.0, _lastmax_abs(X))
-    val = _lastdot(A, X[:, None, :]) + b
-    rho = np.abs(val) + _gamma(k + 2) * (_lastdot(np.abs(A), np.abs(X)[:, None, :]) + np.abs(b)) + e * big[:, None]
-    rho = np.sqrt(_lastsum(rho**2)) * (1 + 1e-12)
+    big = np.maximum(1.0, last_max_abs(X))
+    val = last_dot(A, X[:, None, :]) + b
+    rho = np.abs(val) + _gamma(k + 2) * (last_dot(np.abs(A), np.abs(X)[:, None, :]) + np.abs(b)) + e * big[:, None]
+    rho = np.sqrt(last_sum(rho**2)) * (1 + 1e-12)
     out = np.full(n, np.inf)
     if k in (3, 4):
         # sigma_min >= |det A| / (sigma_1 ... sigma_(k-1)) >= |det A| / |A|_F^(k-1), with the determinant's
@@ -194,14 +195,14 @@ def _vertex_error(X: np.ndarray, tight: np.ndarray | tuple, planes: np.ndarray |
         # rows' sums, at most rows 1-3 of |A|), then 4 products summed: at most gamma_10 times the product of
         # the row sums of |A| (gamma_4 + gamma_5 + gamma_4 gamma_5 <= gamma_9)
         det = _det(A)
-        rs = _lastsum(np.abs(A))  # row sums of |A|, then their product
+        rs = last_sum(np.abs(A))  # row sums of |A|, then their product
         prod = rs[:, 0].copy()
         for i in range(1, k):
             prod *= rs[:, i]
         det_err = _gamma(5 if k == 3 else 10) * prod
         fro = np.sqrt((A**2).sum(axis=(1, 2)))
         smin = (np.abs(det) - det_err) / np.maximum(fro, 1e-300) ** (k - 1) * (1 - 1e-12)
-        smin -= np.sqrt(_lastsum(e**2)) * (1 + 1e-12)
+        smin -= np.sqrt(last_sum(e**2)) * (1 + 1e-12)
     else:
         smin = np.zeros(n)  # k >= 5: always the eigenvalue bound below
     ok = smin > 0

@@ -15,7 +15,8 @@ from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, gamma
 from ...networks._ops import GroupMax, Program
 from .._exact import ExactMap, ExactReplay
-from ._store import _lastdot, _lastmax_abs, _lastsum, _Poly, _unpack
+from .._rows import last_dot, last_max_abs, last_sum
+from ._store import _Poly, _unpack
 
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
 SNAP = tol.SPACE_SNAP
@@ -159,8 +160,8 @@ def float_values(X: np.ndarray, wl: np.ndarray, w0: np.ndarray) -> tuple[np.ndar
     their exact positions. The certificate's vertex and witness checks use it; the engine's vertex signs take the
     same values with the one-pass bound ``gamma_(k+2) (max_i |x_i| |w|_1 + |w0|)`` (:meth:`_Decisions.vertex_signs`)."""
     k = X.shape[-1]
-    s = _lastdot(X, wl[:, None, :]) + w0[:, None]
-    r = _gamma(k + 2) * (_lastdot(np.abs(X), np.abs(wl)[:, None, :]) + np.abs(w0)[:, None])
+    s = last_dot(X, wl[:, None, :]) + w0[:, None]
+    r = _gamma(k + 2) * (last_dot(np.abs(X), np.abs(wl)[:, None, :]) + np.abs(w0)[:, None])
     return s, r
 
 
@@ -279,11 +280,11 @@ class _Decisions:
         wl, w0, werr = w[:, :k], w[:, k], w[:, k + 1]
         # float_values' value, and its rounding bound with |w| . |x| <= max_i |x_i| |w|_1 (the vertices' largest
         # coordinate is needed below anyway): looser by at most k, one pass fewer over the vertices
-        s = _lastdot(X, wl[:, None, :]) + w0[:, None]
-        mx = _lastmax_abs(X)
-        rounding = _gamma(k + 2) * (mx * _lastsum(np.abs(wl))[:, None] + np.abs(w0)[:, None])
+        s = last_dot(X, wl[:, None, :]) + w0[:, None]
+        mx = last_max_abs(X)
+        rounding = _gamma(k + 2) * (mx * last_sum(np.abs(wl))[:, None] + np.abs(w0)[:, None])
         big = np.maximum(1.0, mx)
-        tol = (rounding + werr[:, None] * big + (np.sqrt(_lastsum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
+        tol = (rounding + werr[:, None] * big + (np.sqrt(last_sum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
         tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
         sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
         valid = np.arange(V.shape[1]) < nv[:, None]

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._rows import last_sum
+
 #: Float64 values a chunked temporary may hold.
 _CHUNK = 1 << 20
 #: Bits per incidence word.
@@ -317,44 +319,6 @@ def _grow(a: np.ndarray, cap: int, n: int) -> np.ndarray:
     return out
 
 
-def _lastsum(X: np.ndarray) -> np.ndarray:
-    """``X.sum(axis=-1)`` for a short last axis, column by column: the same sum in the same order (NumPy adds
-    fewer than 8 terms left to right), without a reduction's per-row overhead."""
-    k = X.shape[-1]
-    if k >= 8:
-        return X.sum(axis=-1)
-    out = X[..., 0].copy()
-    for i in range(1, k):
-        out += X[..., i]
-    return out
-
-
-def _lastdot(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``sum_i X[..., i] w[..., i]`` over a short last axis (``w`` broadcast against ``X``), column by column: the
-    products summed in two interleaved partial sums ``(p0 + p2 + ...) + (p1 + p3 + ...)``, the order NumPy's
-    ``einsum`` takes for these shapes on this project's machines (any order serves: every error bound here
-    holds for all summation orders); without ``einsum``'s per-row overhead on 2 to 4 terms (``einsum`` beyond)."""
-    k = X.shape[-1]
-    if k < 2 or k > 4:
-        return np.einsum("...k,...k->...", X, w)
-    even = X[..., 0] * w[..., 0]
-    odd = X[..., 1] * w[..., 1]
-    for i in range(2, k):
-        if i % 2:
-            odd += X[..., i] * w[..., i]
-        else:
-            even += X[..., i] * w[..., i]
-    return even + odd
-
-
-def _lastmax_abs(X: np.ndarray) -> np.ndarray:
-    """``np.abs(X).max(axis=-1)``, column by column (a maximum is exact in any order)."""
-    out = np.abs(X[..., 0])
-    for i in range(1, X.shape[-1]):
-        np.maximum(out, np.abs(X[..., i]), out=out)
-    return out
-
-
 def _balls_flat(Vall: np.ndarray, start: np.ndarray, cnt: np.ndarray):
     """:func:`_balls` from flat vertex lists: ``Vall (m, k+1)`` holds polytope ``i``'s ``cnt[i] >= 1`` vertices from
     row ``start[i]`` on (no padding to read). The centre is the vertex mean (summed in another order than
@@ -362,7 +326,7 @@ def _balls_flat(Vall: np.ndarray, start: np.ndarray, cnt: np.ndarray):
     X = Vall[:, :-1]
     ctr = np.add.reduceat(X, start, axis=0) / cnt[:, None]
     rid = np.repeat(np.arange(cnt.size), cnt)
-    dist = np.sqrt(_lastsum((X - ctr[rid]) ** 2)) + Vall[:, -1]
+    dist = np.sqrt(last_sum((X - ctr[rid]) ** 2)) + Vall[:, -1]
     return ctr, np.maximum.reduceat(dist, start) * (1 + 1e-12)
 
 
@@ -372,7 +336,7 @@ def _balls(V: np.ndarray, nv: np.ndarray):
     M = V.shape[1]
     X = V[..., :-1]
     ctr = (X.sum(axis=1) - (M - nv)[:, None] * X[:, 0]) / nv[:, None]
-    rad = np.max(np.sqrt(_lastsum((X - ctr[:, None]) ** 2)) + V[..., -1], axis=1)
+    rad = np.max(np.sqrt(last_sum((X - ctr[:, None]) ** 2)) + V[..., -1], axis=1)
     return ctr, rad * (1 + 1e-12)
 
 

@@ -102,6 +102,9 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
     parts = [np.zeros((R, 3, d)) for _ in firsts]
     hb_o, eb_o, ge_o, hu_o = np.zeros(d), np.zeros(d), np.full(d, ZERO_G), np.zeros(d)
     written = [np.flatnonzero(np.any(op.Wo[h] != 0, axis=0)) for h in range(H)]
+    # the columns any head writes: the others stay +0 in every part (a residual adds only these, see _Tokens)
+    union = np.flatnonzero(np.any(op.Wo != 0, axis=(0, 1)))
+    span = slice(int(union[0]), int(union[-1]) + 1) if union.size and union[-1] - union[0] + 1 == union.size else union
     for h in range(H):
         done: dict[int, np.ndarray] = {}
         averaged = False
@@ -125,8 +128,10 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
             # columns the head's output projection writes: the others are exact zeros, and a sum that starts
             # at +0 is never -0, so adding a zero to it changes no bit (a head of the Thm 4.4 construction
             # writes one column of 40)
-            cols = written[h] if written[h].size < d else slice(None)
-            src, idx = done[rep[u]][:, :, cols], digits[:, u] * R0 + anc
+            w = written[h]
+            # a run of columns as a slice: a view to add into, not a fancy index's gather and scatter
+            cols = slice(int(w[0]), int(w[-1]) + 1) if w.size and w[-1] - w[0] + 1 == w.size else w
+            src, idx = np.ascontiguousarray(done[rep[u]][:, :, cols]), digits[:, u] * R0 + anc
             step = max(1, _CHUNK // max(1, 3 * src.shape[2]))
             for lo in range(0, R, step):
                 parts[c][lo : lo + step, :, cols] += np.take(src, idx[lo : lo + step], axis=0)
@@ -139,7 +144,11 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
     hb_t, eb_t, ge_t, hu_t = (np.broadcast_to(x, (T, d)).copy() for x in (hb_o, eb_o, ge_o, hu_o))
     bd_out = _Bounds(hb_t, eb_t, ge_t, hu=hu_t)
     bd_out.check_finite()
-    return _Tokens(parts, cls), ("digits", U, st.extra["digits"][: st.n].copy()), bd_out
+    return (
+        _Tokens(parts, cls, [span] * len(parts) if union.size < d else None),
+        ("digits", U, st.extra["digits"][: st.n].copy()),
+        bd_out,
+    )
 
 
 def _identical_scores(eng, Fu, qu, j: int, e, same_u: bool) -> np.ndarray:

@@ -59,6 +59,8 @@ class _Tokens:
 
     parts: list
     cls: list
+    #: per part, the columns that may be nonzero (an index array or slice; the others are +0 in every row), or None
+    cols: list | None = None
 
     def full(self) -> np.ndarray:
         R, _, d = self.parts[0].shape
@@ -68,9 +70,11 @@ class _Tokens:
         return out
 
     def add_to(self, out: np.ndarray):
-        """``out += self``, token by token (the same sums as adding the expanded maps)."""
+        """``out += self``, token by token (the same sums as adding the expanded maps, but in the columns a part
+        holds only +0: ``x + 0`` is ``x``, but for ``-0 + 0``, which is ``+0``; no decision reads a zero's sign)."""
         for i, c in enumerate(self.cls):
-            out[:, :, i, :] += self.parts[c]
+            cols = slice(None) if self.cols is None else self.cols[c]
+            out[:, :, i, cols] += self.parts[c][:, :, cols]
 
 
 @dataclasses.dataclass
@@ -252,7 +256,7 @@ def _affine(A, op: Affine, bd: _Bounds):
 def _take_rows(A, lo: int, hi: int):
     """Rows ``lo:hi`` of the maps (a lazy ReLU output keeps only the parents those rows need)."""
     if isinstance(A, _Tokens):
-        return _Tokens([p[lo:hi] for p in A.parts], A.cls)
+        return _Tokens([p[lo:hi] for p in A.parts], A.cls, A.cols)
     if isinstance(A, _Added):
         return _Added(A.base, A.parent[lo:hi], _take_rows(A.tokens, lo, hi))
     if not isinstance(A, _Masked):

@@ -112,6 +112,16 @@ def _coef_bound(A: np.ndarray) -> np.ndarray:
     return out
 
 
+def _add_bias(out: np.ndarray, b: np.ndarray):
+    """``out[:, 2] += b`` for C-contiguous maps ``out (R, 3, T, d)`` and ``b (T or 1, d)``: the constant plane of each
+    row as one run of ``T d`` floats (the same sums as the broadcast add, with a longer inner loop)."""
+    R, _, T, d = out.shape
+    flat = np.ascontiguousarray(np.broadcast_to(b, (T, d))).reshape(-1)
+    view = out[:, 2]
+    view.shape = (R, T * d)  # in place (raises where it would take a copy): a row's tokens and columns lie together
+    view += flat
+
+
 def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray, bias: np.ndarray | None = None):
     """``out = X @ W.T`` over the last axis, in row chunks (X ``(R, ...)``, ``out`` C-contiguous): each chunk's
     product is written in place (the same floats as a product then a copy, without the copy). ``bias``: added
@@ -123,7 +133,7 @@ def _matmul_rows(X: np.ndarray, W: np.ndarray, out: np.ndarray, bias: np.ndarray
         x = X[lo : lo + step]
         np.matmul(x.reshape(-1, x.shape[-1]), W.T, out=out[lo : lo + step].reshape(-1, W.shape[0]))
         if bias is not None:
-            out[lo : lo + step, 2] += bias
+            _add_bias(out[lo : lo + step], bias)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +232,7 @@ def _affine(A, op: Affine, bd: _Bounds):
                     # gathered straight into place; the indices are in range, and mode="clip" skips the buffered copy
                     np.take(P0, idx, axis=0, out=out[lo:hi], mode="clip")
                 if r.size == 0:  # no corrections follow: the bias while the chunk is in cache
-                    out[lo:hi, 2] += bb
+                    _add_bias(out[lo:hi], bb)
             biased = r.size == 0
             t, dj = j // d, j % d
             key = r * T + t
@@ -247,7 +257,7 @@ def _affine(A, op: Affine, bd: _Bounds):
                 x = A.rows(slice(lo, lo + step))
                 np.matmul(x.reshape(-1, d), W.T, out=out[lo : lo + step].reshape(-1, d_out))
     if not biased:
-        out[:, 2] += bb
+        _add_bias(out, bb)
     bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)
     bd_out.check_finite()
     return out, bd_out

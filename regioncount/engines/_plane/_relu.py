@@ -29,7 +29,7 @@ def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
     D = T * d
     Af = A.reshape(R0, 3, D)
     err = bd.eb.reshape(D)
-    pos, neg = _sides(eng, Af, err, bd.hb.reshape(D))
+    pos, neg, cols = _sides(eng, Af, err, bd.hb.reshape(D))
     cross = pos & neg
     st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
     # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
@@ -38,7 +38,11 @@ def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
     # first the op-start parent; when rounds test many more regions than they split (a parent crossed
     # by many lines, as the box is by the first layer), every region becomes the owner of the units
     # left in its list that cross it, so later rounds only visit regions with work left.
-    pp, jj = np.nonzero(cross)
+    if cols is None:
+        pp, jj = np.nonzero(cross)
+    else:  # the only units that may cross: the same pairs, in the same order, from their columns alone
+        pp, jj = np.nonzero(cross[:, cols])
+        jj = cols[jj]
     pairs = (pp, jj)  # the lists below change; the maps keep these
     cnt = np.bincount(pp, minlength=R0)
     first = np.cumsum(cnt) - cnt
@@ -87,7 +91,8 @@ _SIDES_CHUNK = 1 << 14
 
 
 def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
-    """Per parent and unit: may the unit take values > 0 (pos) and < 0 (neg) on the exact polygon?
+    """Per parent and unit: may the unit take values > 0 (pos) and < 0 (neg) on the exact polygon? Third: the
+    units that may cross a parent where they are few (the others are whole), else None.
 
     A disc test (value at an interior point against the gradient times the radius, with every error
     bound added) settles most pairs; the vertices are evaluated only for the pairs whose line may pass
@@ -104,12 +109,12 @@ def _sides(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
         pos, neg = _sides_per_parent(eng, Af, err, hb)
         if todo.size < D:
             pos[:, whole], neg[:, whole] = whole_pos[whole], whole_neg[whole]
-        return pos, neg
+        return pos, neg, None
     pos = np.broadcast_to(whole_pos, (R0, D)).copy()
     neg = np.broadcast_to(whole_neg, (R0, D)).copy()
     if todo.size:
         pos[:, todo], neg[:, todo] = _sides_per_parent(eng, Af[:, :, todo], err[todo], hb[todo])
-    return pos, neg
+    return pos, neg, todo
 
 
 #: Parents in the first block :func:`_whole_units` reads; each later block is :data:`_WHOLE_GROWTH` times larger.

@@ -43,6 +43,9 @@ def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
     else:  # the only units that may cross: the same pairs, in the same order, from their columns alone
         pp, jj = np.nonzero(cross[:, cols])
         jj = cols[jj]
+    # not kept through the rounds: a small array left alive there can pin the top of the heap, and the memory the
+    # rounds free above it stays resident (40 MB more peak RSS on the Thm 4.4 sub-box, with the same live data)
+    del cols
     pairs = (pp, jj)  # the lists below change; the maps keep these
     cnt = np.bincount(pp, minlength=R0)
     first = np.cumsum(cnt) - cnt

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._rows import last_any
 from ._polytope import _cut
 from ._predicates import _U, _Family, _pair_index
 
@@ -66,8 +67,8 @@ def _argmax_cells(eng: _Engine, cand, u, F_u, act_u, fam: _Family, pair_err):
             fidk = 2 * (fam.base + (pl * fam.U + u) * fam.P + _pair_index(a, b)) + (rl < jl)
             Pl = P.select(live)
             s, sg = eng.signs(Pl, pl, g, fidk)
-            haspos = np.any(sg > 0, axis=1)
-            hasneg = np.any(sg < 0, axis=1)
+            haspos = last_any(sg > 0)
+            hasneg = last_any(sg < 0)
             allzero = ~haspos & ~hasneg
             al = np.where(allzero, jl > rl, haspos)  # an identical piece: the lower index wins
             alive[live] = al

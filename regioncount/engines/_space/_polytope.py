@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._rows import last_dot, last_max_abs, last_sum
+from .._rows import last_any, last_dot, last_max_abs, last_sum
 from ._predicates import _gamma
 from ._store import _CHUNK, _WB, _balls_flat, _bit, _Poly, _popcount, _unpack
 
@@ -54,7 +54,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
             on = np.all((P.inc[rr] & cc[:, None, :]) == cc[:, None, :], axis=-1) & valid[rr]
         on[np.arange(rr.size), a[sl]] = False
         on[np.arange(rr.size), b[sl]] = False
-        edge[sl] = ~on.any(axis=1)
+        edge[sl] = ~last_any(on)
     r, a, b, com = r[edge], a[edge], b[edge], com[edge]
     t = s[r, a] / (s[r, a] - s[r, b])
     # the coordinates only: column k (the vertex error bound, inf where it overflowed) is recomputed below

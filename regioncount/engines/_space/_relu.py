@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._rows import last_any, last_sum
 from ._kernels import KERNELS, _splitter
 from ._polytope import _cut
 from ._predicates import _Family
@@ -39,8 +40,8 @@ def _sides(eng: _Engine, Af: np.ndarray, fam: _Family, werr: np.ndarray):
 
             w = np.concatenate([Af[pp, :, jj], werr[jj, None]], axis=1)
             _, sg = eng.vertex_signs(V, st.nv[pp], pp, w, 2 * (fam.base + pp * D + jj), slots)
-            pos[pp, jj] = np.any(sg > 0, axis=1)
-            neg[pp, jj] = np.any(sg < 0, axis=1)
+            pos[pp, jj] = last_any(sg > 0)
+            neg[pp, jj] = last_any(sg < 0)
     return pos, neg
 
 
@@ -84,8 +85,8 @@ def _relu_round(eng: _Engine, cand, par, w, j, fid):
     st = eng.st
     k = eng.k
     sc = np.einsum("nk,nk->n", st.cen[cand], w[:, :k]) + w[:, k]
-    grad = np.sqrt((w[:, :k] ** 2).sum(axis=1)) + w[:, k + 1]
-    reach = grad * st.rad[cand] * (1 + 1e-9) + eng._margin(np.abs(w[:, : k + 1]).sum(axis=1), w[:, k + 1])
+    grad = np.sqrt(last_sum(w[:, :k] ** 2)) + w[:, k + 1]
+    reach = grad * st.rad[cand] * (1 + 1e-9) + eng._margin(last_sum(np.abs(w[:, : k + 1])), w[:, k + 1])
     one = sc > reach
     near = np.flatnonzero(np.abs(sc) <= reach)
     step = max(1, _CHUNK // max(1, st.M * (k + 1)))
@@ -101,8 +102,8 @@ def _relu_round(eng: _Engine, cand, par, w, j, fid):
 
             # the vertices of every near region; the whole polytope only of those the plane splits
             s, sg = eng.vertex_signs(st.vertices(rows, Mg), st.nv[rows], par[nr], w[nr], fid[nr], slots)
-            haspos = np.any(sg > 0, axis=1)
-            split = haspos & np.any(sg < 0, axis=1)
+            haspos = last_any(sg > 0)
+            split = haspos & last_any(sg < 0)
             one[nr[haspos]] = True
             idx = np.flatnonzero(split)
             if idx.size:

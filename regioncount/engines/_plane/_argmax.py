@@ -9,7 +9,7 @@ import numpy as np
 from ... import _tolerances as tol
 from ..._predicates import EPS, TINY, gamma
 from .._rows import last_any, last_max, last_max_abs, last_min
-from ._polygon import _CHUNK, _disc_reach, _eval_bound, _float_signs, _pad, _pad_tags
+from ._polygon import _CHUNK, _disc_reach_planes, _eval_bound, _float_signs, _pad, _pad_tags
 
 #: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
 ALIAS_TOL = tol.ARGMAX_ALIAS
@@ -63,11 +63,16 @@ def _beaten(cen, rad, F, E, act) -> np.ndarray:
     # clip order of piece r: j = r + 1, r + 2, ... (mod k); the first allowed one
     js = (np.arange(k)[:, None] + np.arange(1, k)) % k  # (k, k - 1)
     a = act[:, js]  # (n, k, k - 1)
-    j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
-    Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
+    if a[:, :, 0].all():  # every piece's next one is allowed (every piece active): one permutation for all rows
+        nxt = js[:, 0]
+        Fj, Ej = F[:, :, nxt], E[:, nxt]
+    else:
+        j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
+        Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
+        Ej = np.take_along_axis(E, j, axis=1)
     g = Fj - F  # f_j - f_r, (n, 3, k)
-    eg = E + np.take_along_axis(E, j, axis=1) + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
-    sc, reach = _disc_reach(cen[:, None, :], rad[:, None], g.transpose(0, 2, 1), eg)
+    eg = E + Ej + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
+    sc, reach = _disc_reach_planes(cen[:, 0, None], cen[:, 1, None], rad[:, None], g[:, 0], g[:, 1], g[:, 2], eg)
     return last_any(a) & (sc > reach)
 
 

@@ -199,10 +199,15 @@ def _disc_reach(cen, rad, w, e):
     """Value of lines ``w (..., 3)`` (coefficient error ``e``) at disc centres ``cen (..., 2)`` and how far the
     exact line can reach from it over the disc of radius ``rad``: the line is positive on the whole exact
     polygon inside the disc where ``value > reach``, negative where ``value < -reach``."""
-    w0, w1, w2 = w[..., 0], w[..., 1], w[..., 2]
-    c0, c1 = cen[..., 0], cen[..., 1]
-    sc = c0 * w0 + c1 * w1 + w2
-    reach = gamma(3) * (np.abs(c0 * w0) + np.abs(c1 * w1) + np.abs(w2)) + e * (1 + np.abs(c0) + np.abs(c1))
+    return _disc_reach_planes(cen[..., 0], cen[..., 1], rad, w[..., 0], w[..., 1], w[..., 2], e)
+
+
+def _disc_reach_planes(c0, c1, rad, w0, w1, w2, e):
+    """:func:`_disc_reach` from the coordinates and coefficients as separate arrays (a caller whose coefficients
+    lie in planes passes them as they lie, rather than as strided views)."""
+    p0, p1 = c0 * w0, c1 * w1
+    sc = p0 + p1 + w2
+    reach = gamma(3) * (np.abs(p0) + np.abs(p1) + np.abs(w2)) + e * (1 + np.abs(c0) + np.abs(c1))
     reach += (_norm(w0, w1) * (1 + 8 * EPS) + (2 * e + NORM_SLACK)) * rad
     reach *= 1 + 16 * EPS
     reach += TINY

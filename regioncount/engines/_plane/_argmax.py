@@ -139,18 +139,24 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
             V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
             Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
             V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
-        V, Rv, nv, tg, owner, r = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive]
-    # first cell of each owner replaces it; the others are appended
+        if m < k - 1:
+            V, Rv, nv, tg, owner, r = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive]
+    # the cells alive after the last clip (read where they lie: no compacted copy first); the first cell of each
+    # owner replaces it, the others are appended
+    live = np.flatnonzero(alive) if k > 1 else np.arange(owner.size)
+    owner, r = owner[live], r[live]
     first = np.ones(owner.size, bool)
     first[1:] = owner[1:] != owner[:-1]
     if int(first.sum()) != Rc:  # owner stays sorted (filtered from a repeat of 0..Rc-1): one run per owner
         raise RuntimeError("internal error: an argmax split left a region without a cell")
     rows = cand[owner[first]]
-    st.set_rows(rows, V[first], nv[first], tg[first], Rv[first])
+    at = live[first]
+    st.set_rows(rows, V[at], nv[at], tg[at], Rv[at])
     digits = st.extra["digits"]
     digits[rows, u] = r[first]
     if (~first).any():
-        new = st.append(V[~first], nv[~first], tg[~first], Rv[~first], cand[owner[~first]])
+        at = live[~first]
+        new = st.append(V[at], nv[at], tg[at], Rv[at], cand[owner[~first]])
         st.extra["digits"][new, u] = r[~first]
 
 

@@ -150,8 +150,13 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         sd = np.int8(side)
         ev = valid & (ga * sd >= 0)
         cnt = ev.astype(np.int64) + cross
-        off = (np.cumsum(cnt, axis=1) - cnt).reshape(-1)
-        n_out = cnt.sum(axis=1)
+        # each slot's place in the part (an exclusive running count) and the part's size, column by column
+        off = np.empty_like(cnt)
+        n_out = np.zeros(N, np.int64)
+        for i in range(E):
+            off[:, i] = n_out
+            n_out += cnt[:, i]
+        off = off.reshape(-1)
         Mo = int(n_out.max(initial=0)) + 1
         Vo = np.empty((N * Mo, 2))
         To = np.full(N * Mo, -1, np.int64)
@@ -174,7 +179,9 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         Vo = Vo.reshape(N, Mo, 2)
         Ro = Ro.reshape(N, Mo)
         pad = np.arange(Mo) >= n_out[:, None]  # padding repeats the first vertex
-        np.copyto(Vo, Vo[:, :1].copy(), where=pad[:, :, None])
+        first = Vo[:, 0].copy()
+        for c in range(2):  # per coordinate: a mask of the slots, not of the slots' two coordinates
+            np.copyto(Vo[:, :, c], first[:, c, None], where=pad)
         np.copyto(Ro, Ro[:, :1].copy(), where=pad)
         out.append((Vo, n_out, To.reshape(N, Mo), Ro, Co.reshape(N, Mo)))
     return out, (tf[fa][bad], newtag[ri][bad], bad)

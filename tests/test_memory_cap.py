@@ -1,7 +1,7 @@
 """--memory-cap is measured: the resident set of the process stays under the cap."""
 
+import signal
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -13,22 +13,45 @@ from regioncount_cli._validate import MemoryGuard, rss_bytes
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
-def test_guard_stops_a_growing_process_before_the_cap():
+@pytest.fixture(params=["python", "ignored"])
+def sigint(request):
+    """SIGINT as Python sets it up, and ignored, as in a job a shell starts in the background (where
+    ``_thread.interrupt_main`` alone does nothing)."""
+    before = signal.getsignal(signal.SIGINT)
+    if request.param == "ignored":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield request.param
+    signal.signal(signal.SIGINT, before)
+
+
+def test_guard_stops_a_growing_process_before_the_cap(sigint):
+    before = signal.getsignal(signal.SIGINT)
     guard = MemoryGuard(_cap_tripping_at(rss_bytes() + 800 * 2**20)).start()
     held = []
     try:
         with pytest.raises(KeyboardInterrupt):
             for _ in range(150):  # up to 3 GB in 20 MB steps, stopped long before
                 held.append(np.ones(20 * 2**20 // 8))
-                # a breath between steps, as a count's own work between allocations gives: on a loaded machine
-                # the loop otherwise reached 3 GB before the guard's thread was scheduled (CI, 2026-12-07)
-                time.sleep(0.002)
         with pytest.raises(MemoryCapError, match="resident memory"):
             guard.raise_if_tripped()
     finally:
         guard.stop()
         held.clear()
     assert 0 < guard.tripped_at <= guard.cap
+    assert signal.getsignal(signal.SIGINT) == before  # the guard gave the handler back
+
+
+def test_guard_leaves_an_ignored_sigint_ignored(sigint):
+    """Where SIGINT was ignored, a SIGINT that is not the guard's stays without effect while it runs."""
+    if sigint != "ignored":
+        pytest.skip("only where SIGINT is ignored")
+    guard = MemoryGuard(_cap_tripping_at(rss_bytes() + 800 * 2**20)).start()
+    try:
+        signal.raise_signal(signal.SIGINT)  # nothing happens: not the guard's, and ignored before
+    finally:
+        guard.stop()
+    assert guard.tripped_at == 0
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 def _guard_threads() -> list:

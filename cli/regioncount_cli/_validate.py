@@ -16,6 +16,7 @@ import _thread
 import functools
 import math
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -195,6 +196,7 @@ class MemoryGuard:
         self.tripped_at = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._previous = None  # the SIGINT handler :meth:`_listen` replaced, if it did
 
     def start(self) -> MemoryGuard:
         now = rss_bytes()
@@ -203,10 +205,33 @@ class MemoryGuard:
                 f"--memory-cap {self.cap / 2**30:.3g} GiB is below what this process holds before any work "
                 f"({now / 2**30:.2f} GiB resident): raise --memory-cap"
             )
+        self._listen()
         self._thread = threading.Thread(target=self._watch, name="regioncount-memory-guard", daemon=True)
         self._thread.start()
         set_rss_limit(self.trip)  # the engines also check, in the main thread, wherever they grow
         return self
+
+    def _listen(self) -> None:
+        """Make sure the watcher's interrupt reaches the main thread. ``_thread.interrupt_main`` does nothing
+        where SIGINT is ignored, as it is in a job a shell starts in the background (``regioncount count ... &``
+        in a script), or left to the system: there a handler is installed while the guard runs that raises
+        KeyboardInterrupt for the watcher alone and otherwise does what the signal did before."""
+        self._previous = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        before = signal.getsignal(signal.SIGINT)
+        if before not in (signal.SIG_IGN, signal.SIG_DFL):
+            return  # Python's own handler (or a caller's): the interrupt arrives as it is
+
+        def on_interrupt(signum, frame):
+            if self.tripped_at:
+                raise KeyboardInterrupt
+            if before == signal.SIG_DFL:  # a real SIGINT where the system's default was in place: end as it would
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
+
+        signal.signal(signal.SIGINT, on_interrupt)
+        self._previous = before
 
     def _watch(self) -> None:
         # this process every interval; its worker processes (Dask tiles, scan workers) every 0.1 s, since
@@ -229,6 +254,9 @@ class MemoryGuard:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self._thread = None
+        previous, self._previous = self._previous, None
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
 
     def __enter__(self) -> MemoryGuard:
         global active_guard

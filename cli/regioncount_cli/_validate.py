@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -196,7 +196,7 @@ class MemoryGuard:
         self.tripped_at = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._previous = None  # the SIGINT handler :meth:`_listen` replaced, if it did
+        self._previous: Any = None  # the SIGINT handler :meth:`_listen` replaced, if it did
 
     def start(self) -> MemoryGuard:
         now = rss_bytes()

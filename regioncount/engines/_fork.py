@@ -53,6 +53,22 @@ def mid_cuts(n: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     return cuts, jobs
 
 
+def run_job(eng, job: tuple, cuts: np.ndarray, run_batch: Callable) -> dict:
+    """The batches ``job`` of a mid-sized cut (bounds ``cuts``), one after the other, by ``run_batch(k, b)`` (``k``:
+    the batch's place in the job, ``b``: its index): their results by batch. The engine's ``pending`` count (the
+    regions its cap sees beside the store) holds, while a batch runs, the batches of other jobs and the later
+    ones of this job at their size now (each only grows), as it does where all run here one after the other."""
+    rows = np.diff(cuts)
+    eng.pending += int(rows.sum()) - int(rows[list(job)].sum())
+    out = {}
+    for k, b in enumerate(job):
+        later = int(rows[list(job[k + 1 :])].sum())
+        eng.pending += later
+        out[b] = run_batch(k, b)
+        eng.pending -= later
+    return out
+
+
 @contextlib.contextmanager
 def restoring(obj, names):
     """Puts the attributes ``names`` of ``obj`` back as they were on leaving (lists and dicts as shallow copies of

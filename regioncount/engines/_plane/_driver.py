@@ -19,7 +19,7 @@ from ...networks._ops import Affine, Program, Residual
 from ...results._partition import Partition
 from .. import _fork
 from .._exact import ExactMap
-from .._fork import default_workers, mid_cuts, restoring, splits_regions
+from .._fork import default_workers, mid_cuts, restoring, run_job, splits_regions
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -182,20 +182,16 @@ class _Engine(_Decisions):
         process beside the children (:meth:`_job_here`), reporting progress as if its batches were all of them
         (they are about the children's size)."""
         ops, A, bd, span, start, cuts, st, blocks, tag0 = self._fork_job
-        rows = np.diff(cuts)
         self.in_worker = True
         if not here:
             self.progress = None  # the parent reports progress as jobs finish
-        # the cap sees the batches not run here at their size now (each only grows), and this job's later ones
-        self.pending += int(rows.sum()) - int(rows[list(job)].sum())
         before = (self.n_predicates, self.n_exact, self.n_assumed)
-        out = {}
-        for k, b in enumerate(job):
-            later = int(rows[list(job[k + 1 :])].sum())
-            self.pending += later
+
+        def batch(k: int, b: int):
             self.next_tag = tag0 + b * TAG_STRIDE
-            out[b] = self._run_batch(ops, A, bd, span / len(job), start, st, blocks, int(cuts[b]), int(cuts[b + 1]))
-            self.pending -= later
+            return self._run_batch(ops, A, bd, span / len(job), start, st, blocks, int(cuts[b]), int(cuts[b + 1]))
+
+        out = run_job(self, job, cuts, batch)
         counts = (self.n_predicates - before[0], self.n_exact - before[1], self.n_assumed - before[2])
         return out, counts
 

@@ -15,7 +15,7 @@ from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Program
 from ...results._polytopes import Polytopes
 from .. import _fork
-from .._fork import default_workers, mid_cuts, restoring, splits_regions
+from .._fork import default_workers, mid_cuts, restoring, run_job, splits_regions
 from .._rows import last_sum
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -183,19 +183,15 @@ class _Engine(_Decisions):
         process beside it, reporting the progress as if its batches were all of them): their pieces by batch and
         the exact decisions they made."""
         ops, A, start, cuts, next_id = self._fork_job
-        rows = np.diff(cuts)
         self.in_worker = True
-        # the cap sees the batches not run here at their size now (each only grows), and this job's later ones
-        self.pending += int(rows.sum()) - int(rows[list(job)].sum())
         before = self.exact_calls
-        out = {}
-        for k, b in enumerate(job):
-            later = int(rows[list(job[k + 1 :])].sum())
-            self.pending += later
+
+        def batch(k: int, b: int):
             self.next_id = next_id + (b + 1) * ID_STRIDE
             progress = start.part_of(k, len(job)) if here else None
-            out[b] = self._run_batch(ops, A, start, int(cuts[b]), int(cuts[b + 1]), progress)
-            self.pending -= later
+            return self._run_batch(ops, A, start, int(cuts[b]), int(cuts[b + 1]), progress)
+
+        out = run_job(self, job, cuts, batch)
         return out, self.exact_calls - before
 
     def _job_here(self, job: tuple):

@@ -5,7 +5,8 @@ handful of entries: the maximum of ``(n, 6)`` signs takes 5-10 times as long as 
 ``n`` entries (measured on this project's 2-core machine, NumPy 2.4). These helpers take the columns in turn
 below :data:`SHORT` entries, and the reduction itself beyond. Maxima, minima and the logical reductions are
 exact in any order; sums are taken in NumPy's own order (left to right below 8 terms), so every helper returns
-bit for bit what the reduction it replaces returns."""
+bit for bit what the reduction it replaces returns. :func:`slot_sum` sums a middle axis of vertex slots, slot by
+slot, for the same reason."""
 
 from __future__ import annotations
 
@@ -93,4 +94,13 @@ def last_max_abs(X: np.ndarray) -> np.ndarray:
     out = np.abs(X[..., 0])
     for i in range(1, X.shape[-1]):
         np.maximum(out, np.abs(X[..., i]), out=out)
+    return out
+
+
+def slot_sum(X: np.ndarray) -> np.ndarray:
+    """``X.sum(axis=1)`` of ``X (n, M, ...)`` (every polygon's or polytope's vertex slots), slot by slot: NumPy adds
+    along a middle axis in turn, so the same sums (a third of its time on the plane engine's polygons)."""
+    out = X[:, 0].copy()
+    for i in range(1, X.shape[1]):
+        out += X[:, i]
     return out

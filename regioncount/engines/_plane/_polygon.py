@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._predicates import EPS, TINY, gamma
-from .._rows import last_max, last_sum
+from .._rows import last_max, last_sum, slot_sum
 
 #: Number of float64 values a chunked temporary may hold.
 _CHUNK = 1 << 18
@@ -81,10 +81,7 @@ def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
     """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
     the exact polygon (each exact vertex lies within ``R`` of its float one)."""
     M = V.shape[1]
-    ctr = V[:, 0].copy()  # the vertices summed in turn: the order of V.sum(axis=1), at a third of its cost
-    for i in range(1, M):
-        ctr += V[:, i]
-    ctr = (ctr - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
+    ctr = (slot_sum(V) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
     # the distances written out per coordinate (the same sums as a sum over the last axis of length 2)
     dx = V[..., 0] - ctr[:, :1]
     dy = V[..., 1] - ctr[:, 1:]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._rows import last_max, last_sum
+from .._rows import last_max, last_sum, slot_sum
 
 #: Float64 values a chunked temporary may hold.
 _CHUNK = 1 << 20
@@ -335,10 +335,7 @@ def _balls(V: np.ndarray, nv: np.ndarray):
     and its exact vertices (``V (n, M, k+1)``: coordinates and each vertex's error bound)."""
     M = V.shape[1]
     X = V[..., :-1]
-    ctr = X[:, 0].copy()  # the vertices summed in turn: the order of X.sum(axis=1)
-    for i in range(1, M):
-        ctr += X[:, i]
-    ctr = (ctr - (M - nv)[:, None] * X[:, 0]) / nv[:, None]
+    ctr = (slot_sum(X) - (M - nv)[:, None] * X[:, 0]) / nv[:, None]
     rad = last_max(np.sqrt(last_sum((X - ctr[:, None]) ** 2)) + V[..., -1])
     return ctr, rad * (1 + 1e-12)
 

@@ -63,10 +63,10 @@ def output_maps(program, codes, x0, V):
 
 def candidate_labels(F, E) -> list:
     """Two labellings ``(R,)`` such that any two regions whose exact output maps can be equal share a label in
-    at least one of them: a fixed projection ``s`` (weights in [1, 2)) of the float maps moves by at most ``delta`` between
-    equal exact maps, so on grids of spacing ``4 delta`` at offsets 0 and 1/2 two such regions fall in one
-    cell of one grid (one dimension: no corner can separate them in both). ``None`` where the bounds are
-    unusable (every pair is then a candidate)."""
+    at least one of them: a fixed projection ``s`` (weights in [1, 2)) of the float maps moves by at most
+    ``delta`` between equal exact maps, so on grids of spacing ``4 delta`` at offsets 0 and 1/2 two such regions
+    fall in one cell of one grid (one dimension: no corner can separate them in both). ``None`` where the bounds
+    are unusable (every pair is then a candidate)."""
     R = F.shape[0]
     if R == 0 or not np.all(np.isfinite(E)):
         return [None]

@@ -104,7 +104,7 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
     written = [np.flatnonzero(np.any(op.Wo[h] != 0, axis=0)) for h in range(H)]
     # the columns any head writes: the others stay +0 in every part (a residual adds only these, see _Tokens)
     union = np.flatnonzero(np.any(op.Wo != 0, axis=(0, 1)))
-    span = slice(int(union[0]), int(union[-1]) + 1) if union.size and union[-1] - union[0] + 1 == union.size else union
+    span = _run_as_slice(union)
     for h in range(H):
         done: dict[int, np.ndarray] = {}
         averaged = False
@@ -128,9 +128,7 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
             # columns the head's output projection writes: the others are exact zeros, and a sum that starts
             # at +0 is never -0, so adding a zero to it changes no bit (a head of the Thm 4.4 construction
             # writes one column of 40)
-            w = written[h]
-            # a run of columns as a slice: a view to add into, not a fancy index's gather and scatter
-            cols = slice(int(w[0]), int(w[-1]) + 1) if w.size and w[-1] - w[0] + 1 == w.size else w
+            cols = _run_as_slice(written[h])
             src, idx = np.ascontiguousarray(done[rep[u]][:, :, cols]), digits[:, u] * R0 + anc
             step = max(1, _CHUNK // max(1, 3 * src.shape[2]))
             for lo in range(0, R, step):
@@ -149,6 +147,12 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
         ("digits", U, st.extra["digits"][: st.n].copy()),
         bd_out,
     )
+
+
+def _run_as_slice(cols: np.ndarray):
+    """Sorted column indices as a slice where they are one run (a view to add into, not a fancy index's gather and
+    scatter), else as they are."""
+    return slice(int(cols[0]), int(cols[-1]) + 1) if cols.size and cols[-1] - cols[0] + 1 == cols.size else cols
 
 
 def _identical_scores(eng, Fu, qu, j: int, e, same_u: bool) -> np.ndarray:

@@ -216,7 +216,6 @@ class MemoryGuard:
         where SIGINT is ignored, as it is in a job a shell starts in the background (``regioncount count ... &``
         in a script), or left to the system: there a handler is installed while the guard runs that raises
         KeyboardInterrupt for the watcher alone and otherwise does what the signal did before."""
-        self._previous = None
         if threading.current_thread() is not threading.main_thread():
             return
         before = signal.getsignal(signal.SIGINT)

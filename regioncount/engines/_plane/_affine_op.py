@@ -20,21 +20,25 @@ from ._maps import _affine, _Bounds, _Masked, _Tokens
 _MAG_CHUNK = 1 << 15
 
 
-def _magnitudes(X: np.ndarray, on: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _magnitudes(
+    X: np.ndarray, on: np.ndarray | None = None, cols: slice = slice(None)
+) -> tuple[np.ndarray, np.ndarray]:
     """Over the rows of ``X (R, 3, ...)``: the largest ``|a1| + |a2| + |a0|`` and ``|a1| + |a2|`` per entry,
     rounded up (each float sum of three magnitudes is within 2 EPS of the exact one). Entries where the mask
-    ``on (R, 1, ...)`` is False count as zero."""
-    full = np.zeros(X.shape[2:])
-    u = np.zeros(X.shape[2:])
-    step = max(1, _MAG_CHUNK // max(1, X[0].size if X.shape[0] else 1))
+    ``on (R, 1, ...)`` is False count as zero. ``cols``: only that run of the last axis (a view of each chunk)."""
+    sel = (Ellipsis, cols)
+    shape = X[:1][sel].shape
+    full = np.zeros(shape[2:])
+    u = np.zeros(shape[2:])
+    step = max(1, _MAG_CHUNK // max(1, int(np.prod(shape[1:])) if X.shape[0] else 1))
     for lo in range(0, X.shape[0], step):
-        x = X[lo : lo + step]
+        x = X[lo : lo + step][sel]
         s = np.abs(x[:, 0])
         s += np.abs(x[:, 1])
         t = np.abs(x[:, 2])
         if on is not None:
             # the sums of where(on, X, 0): a sum times 1 is itself, and the masked sum is 0 + 0 (finite maps)
-            o = on[lo : lo + step, 0]
+            o = on[lo : lo + step, 0][sel]
             s *= o
             t *= o
         np.maximum(u, s.max(axis=0), out=u)
@@ -43,30 +47,45 @@ def _magnitudes(X: np.ndarray, on: np.ndarray | None = None) -> tuple[np.ndarray
     return full * (1 + 4 * EPS), u * (1 + 4 * EPS)
 
 
-def tightened(A, bd: _Bounds) -> _Bounds:
+def tightened(A, bd: _Bounds, reads: np.ndarray | None = None) -> _Bounds:
     """``bd`` with its magnitude bounds ``hb`` and ``hu`` lowered to the largest coefficient magnitudes of the
     float maps ``A`` (dense ``(R, 3, T, d)``, :class:`_Masked` or :class:`_Tokens`). Rigorous: the rounding
     error of a float sum of products is bounded by the magnitudes of the floats it adds (Higham 2002, Thm 3.1),
-    and ``eb`` still bounds their distance from the exact coefficients. Zero stays zero."""
+    and ``eb`` still bounds their distance from the exact coefficients. Zero stays zero.
+
+    ``reads``: the columns the op reads (those with a nonzero weight); only those are tightened. An op uses the
+    bounds only through products with its weights' magnitudes, where an unread column adds ``bound * 0 = +0``
+    (the bounds are finite): it computes the same floats, and the maps' other columns are not read here."""
     eb, ge = bd.eb, bd.ge
+    d = bd.hb.shape[-1]
+    # the run of columns from the first read to the last (a view; the columns between that the op does not read
+    # may be tightened as well: no bound of theirs is used)
+    cols = slice(None)
+    if reads is not None and (reads.size == 0 or reads[0] > 0 or reads[-1] < d - 1):
+        cols = slice(int(reads.min(initial=0)), int(reads.max(initial=-1)) + 1)
     if isinstance(A, _Masked):
         # a mask only zeroes entries: those of a unit that is off on every descendant of a parent are zero
         R0, _, T, d = A.base.shape
         on = (A.fixed | A.cross).reshape(R0, 1, T, d)
-        full, u = _magnitudes(A.base, None if on.all() else on)  # a mask of ones changes no entry
+        full, u = _magnitudes(A.base, None if on.all() else on, cols)  # a mask of ones changes no entry
         # a unit off on every region is zero, exactly, in the float maps and in the exact ones
         off = ~np.any(on, axis=0)[0]
         eb, ge = np.where(off, 0.0, eb), np.where(off, ZERO_G, ge)
     elif isinstance(A, _Tokens):
-        mags = [_magnitudes(p) for p in A.parts]
+        mags = [_magnitudes(p, None, cols) for p in A.parts]
         full = np.stack([mags[c][0] for c in A.cls])
         u = np.stack([mags[c][1] for c in A.cls])
     else:
         if A.shape[0] == 0:
             return bd
-        full, u = _magnitudes(A)
-    hb = np.minimum(bd.hb, full)
-    hu = np.minimum(bd.u_bound(), u)
+        full, u = _magnitudes(A, None, cols)
+    if cols == slice(None):
+        hb = np.minimum(bd.hb, full)
+        hu = np.minimum(bd.u_bound(), u)
+    else:
+        hb, hu = bd.hb.copy(), bd.u_bound().copy()
+        hb[..., cols] = np.minimum(hb[..., cols], full)
+        hu[..., cols] = np.minimum(hu[..., cols], u)
     return dataclasses.replace(bd, hb=hb, hu=hu, eb=eb, ge=ge)
 
 
@@ -77,5 +96,5 @@ def affine(eng, op: Affine, A, bd: _Bounds):
     # an affine op that reads a ReLU's output directly: which of its outputs are exactly zero on a region
     # follows from the region's bits (see the GroupMax splitter)
     eng._after_relu = op if isinstance(A, _Masked) else None
-    A, bd = _affine(A, op, tightened(A, bd))
+    A, bd = _affine(A, op, tightened(A, bd, np.flatnonzero(np.any(op.W != 0, axis=0))))
     return A, bd, [], None

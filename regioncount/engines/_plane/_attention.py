@@ -15,7 +15,7 @@ from ...networks._ops import Attention
 from ._affine_op import tightened
 from ._argmax import argmax_start, argmax_unit
 from ._kernels import KERNELS, splitter
-from ._maps import _Bounds, _Tokens
+from ._maps import _Bounds, _run_as_slice, _Tokens
 from ._polygon import _CHUNK
 
 
@@ -26,7 +26,11 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
     st = eng.st
     R0, _, T, d = A.shape
     H = op.heads
-    bd = tightened(A, bd)
+    # the columns a query, key or value reads: every use of the bounds below is a product with those weights' magnitudes
+    reads = np.flatnonzero(
+        np.any(op.Wq != 0, axis=(0, 2)) | np.any(op.Wk != 0, axis=(0, 2)) | np.any(op.Wv != 0, axis=(0, 2))
+    )
+    bd = tightened(A, bd, reads)
     allowed = np.tril(np.ones((T, T), bool)) if op.causal else np.ones((T, T), bool)
     U = H * T
     F = np.zeros((R0, U, 3, T))  # affine part of the scores of query (h, i) over keys
@@ -147,12 +151,6 @@ def split_attention(eng, op: Attention, A: np.ndarray, bd: _Bounds):
         ("digits", U, st.extra["digits"][: st.n].copy()),
         bd_out,
     )
-
-
-def _run_as_slice(cols: np.ndarray):
-    """Sorted column indices as a slice where they are one run (a view to add into, not a fancy index's gather and
-    scatter), else as they are."""
-    return slice(int(cols[0]), int(cols[-1]) + 1) if cols.size and cols[-1] - cols[0] + 1 == cols.size else cols
 
 
 def _identical_scores(eng, Fu, qu, j: int, e, same_u: bool) -> np.ndarray:

@@ -102,6 +102,12 @@ def _materialise(A) -> np.ndarray:
     return A
 
 
+def _run_as_slice(cols: np.ndarray):
+    """Sorted column indices as a slice where they are one run (a view to add into, not a fancy index's gather and
+    scatter), else as they are."""
+    return slice(int(cols[0]), int(cols[-1]) + 1) if cols.size and cols[-1] - cols[0] + 1 == cols.size else cols
+
+
 def _coef_bound(A: np.ndarray) -> np.ndarray:
     """max over regions of ``|a1| + |a2| + |a0|`` per entry ``(T, d)``: bounds ``|h|`` on ``[-1, 1]^2``."""
     out = np.zeros(A.shape[2:])

@@ -76,6 +76,18 @@ def _beaten(cen, rad, F, E, act) -> np.ndarray:
     return last_any(a) & (sc > reach)
 
 
+def _wins(cen, rad, F, E, act, r) -> np.ndarray:
+    """``(n,)``: piece ``r (n,)`` is strictly above every other allowed piece on the whole disc ``(cen (n, 2), rad
+    (n,))`` (``F (n, 3, k)``, errors ``E`` and ``act (n, k)``, as in :func:`_beaten`)."""
+    n = F.shape[0]
+    g = F - np.take_along_axis(F, r[:, None, None], axis=2)  # f_j - f_r, (n, 3, k)
+    eg = E + np.take_along_axis(E, r[:, None], axis=1) + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
+    sc, reach = _disc_reach_planes(cen[:, 0, None], cen[:, 1, None], rad[:, None], g[:, 0], g[:, 1], g[:, 2], eg)
+    below = (sc < -reach) | ~act
+    below[np.arange(n), r] = True
+    return np.all(below, axis=1)
+
+
 def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: dict):
     """Split every region whose op-start parent has no proven winner for unit ``u`` into argmax cells.
 
@@ -93,7 +105,23 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     base = eng.take_tags(R0 * k * (k - 1) // 2)
     eng.record(kind, base, R0 * k * (k - 1) // 2, R0=R0, u=u, k=k, **info)
     El = np.broadcast_to(E_u, (R0, k)) if E_u.shape[0] == 1 else E_u
-    keep = act_u[par] & ~_beaten(st.cen[cand], st.rad[cand], F_u[par], El[par], act_u[par])
+    act_p = act_u[par]
+    keep = act_p & ~_beaten(st.cen[cand], st.rad[cand], F_u[par], El[par], act_p)
+    # a region with one piece left that provably beats every other allowed piece on the region's disc lies in
+    # that piece's cell: each clip of its copy would leave the copy whole, so the region keeps its polygon (the
+    # store's row as it is) and only gets its digit
+    one = np.flatnonzero(keep.sum(axis=1) == 1)
+    if one.size:
+        rw = np.argmax(keep[one], axis=1)
+        whole = _wins(st.cen[cand[one]], st.rad[cand[one]], F_u[par[one]], El[par[one]], act_p[one], rw)
+        if whole.any():
+            st.extra["digits"][cand[one[whole]], u] = rw[whole]
+            rest = np.ones(Rc, bool)
+            rest[one[whole]] = False
+            cand, par, keep = cand[rest], par[rest], keep[rest]
+            Rc = cand.size
+            if Rc == 0:
+                return
     owner = np.repeat(np.arange(Rc), k)
     r = np.tile(np.arange(k), Rc)
     keep = keep.reshape(-1)
@@ -106,21 +134,25 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     nv = st.nv[src]
     tg = st.tag[src, :Mloc]
     canon = _line_classes(F_u, np.unique(par), k)
+    cut = np.zeros(owner.size, bool)  # the cell was cut (the others are still their region's polygon)
+    # piece p of parent q as row q k + p: one gather of three contiguous floats per region
+    Ft = np.ascontiguousarray(F_u.transpose(0, 2, 1)).reshape(-1, 3)
+    Ef, Af = np.ascontiguousarray(El).reshape(-1), np.ascontiguousarray(act_u).reshape(-1)
     for m in range(1, k):
         j = (r + m) % k
         pj = par[owner]
-        fr, fj = F_u[pj, :, r], F_u[pj, :, j]
+        ir, ij = pj * k + r, pj * k + j
+        fr, fj = Ft[ir], Ft[ij]
         g = fr - fj
         # the rounding error of the subtraction, exactly (Knuth's TwoSum)
         bv = g - fr
         err = np.abs((fr - (g - bv)) + (-fj - bv))
-        eg = El[pj, r] + El[pj, j] + last_max(err)
+        eg = Ef[ir] + Ef[ij] + last_max(err)
         a, b = np.minimum(r, j), np.maximum(r, j)
         newtag = base + canon[pj, b * (b - 1) // 2 + a] * R0 + pj
         s, dv = _eval_bound(V, Rv, g, eg)
         sg = _float_signs(s, dv)
-        inact = ~act_u[pj, j]
-        sg[inact] = 1
+        sg[~Af[ij]] = 1
         und = np.flatnonzero(last_max(sg) == 2)  # signs are -1, 0, 1 or 2 (undecided)
         if und.size:
             sg[und] = eng.decide(sg[und], tg[und], nv[und], g[und], eg[und], newtag[und])
@@ -139,8 +171,9 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
             V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
             Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
             V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
+            cut |= clip
         if m < k - 1:
-            V, Rv, nv, tg, owner, r = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive]
+            V, Rv, nv, tg, owner, r, cut = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive], cut[alive]
     # the cells alive after the last clip (read where they lie: no compacted copy first); the first cell of each
     # owner replaces it, the others are appended
     live = np.flatnonzero(alive) if k > 1 else np.arange(owner.size)
@@ -150,10 +183,14 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     if int(first.sum()) != Rc:  # owner stays sorted (filtered from a repeat of 0..Rc-1): one run per owner
         raise RuntimeError("internal error: an argmax split left a region without a cell")
     rows = cand[owner[first]]
-    at = live[first]
-    st.set_rows(rows, V[at], nv[at], tg[at], Rv[at])
     digits = st.extra["digits"]
     digits[rows, u] = r[first]
+    # a first cell never cut is its region's polygon as the store holds it (same slots, padding, tags and radii):
+    # only the cut ones are written back (at the width the cells have, so the store widens as it would)
+    at = live[first]
+    ch = cut[at]
+    at = at[ch]
+    st.set_rows(rows[ch], V[at], nv[at], tg[at], Rv[at])
     if (~first).any():
         at = live[~first]
         new = st.append(V[at], nv[at], tg[at], Rv[at], cand[owner[~first]])

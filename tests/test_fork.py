@@ -215,6 +215,36 @@ def test_fork_map_results_errors_and_dead_workers():
     assert out.strip() == "ok"
 
 
+def test_workers_and_this_process_run_one_blas_thread_while_they_run():
+    """OpenBLAS's thread per core in every worker would put two busy threads on each core (regioncount._blas):
+    while fork_map's children run, this process and they use one, and this process gets its count back after."""
+    _forks()
+    out = _run(
+        """
+        from regioncount import _blas
+        from regioncount.engines._fork import fork_map
+
+        controls = _blas._controls()
+        if not controls:
+            print("no openblas")
+        else:
+            setter, getter = controls[0]
+            setter(3)
+            seen = []
+            for item, n in fork_map(lambda x: int(getter()), range(3), 2, here=lambda x: int(getter())):
+                seen.append((n, int(getter())))
+            assert seen == [(1, 1)] * 3, seen
+            assert int(getter()) == 3
+            with _blas.one_thread():
+                assert int(getter()) == 1
+            print("ok", int(getter()))
+        """
+    )
+    if out.strip() == "no openblas":
+        pytest.skip("NumPy here does not use OpenBLAS")
+    assert out.strip() == "ok 3"
+
+
 def test_default_workers_reads_the_setting_then_the_environment(monkeypatch):
     monkeypatch.setenv("REGIONCOUNT_WORKERS", "3")
     if can_fork():

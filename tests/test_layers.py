@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "regioncount._enums",
             "regioncount._lazy",
             "regioncount._memory",
+            "regioncount._blas",
             "regioncount._predicates",
             "regioncount._tolerances",
         ),

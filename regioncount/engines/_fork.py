@@ -129,7 +129,7 @@ def fork_map(fn: Callable, items: Iterable, workers: int, here: Callable | None 
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    from .. import _memory
+    from .. import _blas, _memory
 
     ctx = mp.get_context("fork")
     todo = list(items)
@@ -142,44 +142,49 @@ def fork_map(fn: Callable, items: Iterable, workers: int, here: Callable | None 
         held = _memory.rss_bytes()
         limit = held + max(1, (_memory.LIMIT - held) // (workers + len(mine)))
     running: dict = {}
-    try:
-        while todo or running:
-            while todo and len(running) < workers:
-                item = todo.pop(0)
-                r, w = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_child, args=(fn, item, w, limit), daemon=True)
-                p.start()
-                w.close()
-                running[r] = (item, p)
-            if mine:  # the first children run: now this process's own item, within its share of the limit
-                item = mine.pop()
-                whole = _memory.LIMIT
-                _memory.set_rss_limit(None if limit is None else max(limit, _memory.rss_bytes() + 1))
-                try:
-                    out = cast(Callable, here)(item)
-                finally:
-                    _memory.set_rss_limit(whole)
-                yield item, out
-                continue
-            for ready in wait(list(running)):
-                item, p = running.pop(ready)
-                conn = cast(Connection, ready)  # the keys of running are the read ends
-                try:
-                    ok, out = conn.recv()
-                except EOFError:
-                    ok, out = False, RuntimeError(f"a worker process ended without a result (exit status {p.exitcode})")
-                finally:
-                    conn.close()
-                    p.join()
-                if not ok:
-                    raise out
-                yield item, out
-    finally:
-        for _, p in running.values():
-            p.terminate()
-        for r, (_, p) in running.items():
-            p.join()
-            r.close()
+    # one BLAS thread here and in the children while they run: the processes are the parallel work (see _blas)
+    with _blas.one_thread():
+        try:
+            while todo or running:
+                while todo and len(running) < workers:
+                    item = todo.pop(0)
+                    r, w = ctx.Pipe(duplex=False)
+                    p = ctx.Process(target=_child, args=(fn, item, w, limit), daemon=True)
+                    p.start()
+                    w.close()
+                    running[r] = (item, p)
+                if mine:  # the first children run: now this process's own item, within its share of the limit
+                    item = mine.pop()
+                    whole = _memory.LIMIT
+                    _memory.set_rss_limit(None if limit is None else max(limit, _memory.rss_bytes() + 1))
+                    try:
+                        out = cast(Callable, here)(item)
+                    finally:
+                        _memory.set_rss_limit(whole)
+                    yield item, out
+                    continue
+                for ready in wait(list(running)):
+                    item, p = running.pop(ready)
+                    conn = cast(Connection, ready)  # the keys of running are the read ends
+                    try:
+                        ok, out = conn.recv()
+                    except EOFError:
+                        ok, out = (
+                            False,
+                            RuntimeError(f"a worker process ended without a result (exit status {p.exitcode})"),
+                        )
+                    finally:
+                        conn.close()
+                        p.join()
+                    if not ok:
+                        raise out
+                    yield item, out
+        finally:
+            for _, p in running.values():
+                p.terminate()
+            for r, (_, p) in running.items():
+                p.join()
+                r.close()
 
 
 def _child(fn: Callable, item, conn, limit) -> None:

@@ -1,0 +1,73 @@
+"""One BLAS thread per process while the engines' worker processes run.
+
+The engines use every core through processes (:mod:`regioncount.engines._fork`: the tiles of a tiled count, the
+row batches of a large plane partition). OpenBLAS, which NumPy's wheels bundle, starts a thread per core in
+each process and keeps it spinning between the small products the engines make, so two processes on two cores
+run four busy threads: on the Thm 4.4 Transformer's sub-box one process spends 4.9 CPU s with OpenBLAS's default
+threads against 3.4 s with one, for the same wall time (benchmarks/README.md). :func:`one_thread` holds this
+process's OpenBLAS to one thread for the time the workers run (children forked then inherit the setting) and
+gives it back its thread count afterwards.
+
+The library is found among the files this process has mapped (Linux's ``/proc/self/maps``) and called through
+its exported setter; where there is none (another BLAS, another platform) nothing is changed. The command line
+sets ``OPENBLAS_NUM_THREADS=1`` before NumPy loads; this covers the library used from Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from collections.abc import Iterator
+
+#: (setter, getter) names OpenBLAS builds export: plain, 64-bit-integer, and SciPy's bundled (NumPy's wheels) builds.
+_NAMES = (
+    ("openblas_set_num_threads", "openblas_get_num_threads"),
+    ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+    ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+    ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
+)
+
+_found: list | None = None
+
+
+def _controls() -> list:
+    """``(set, get)`` of every OpenBLAS this process has loaded (looked up once)."""
+    global _found
+    if _found is not None:
+        return _found
+    import numpy  # noqa: F401  (NumPy loads its BLAS: it is mapped from then on)
+
+    _found = []
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.rstrip().endswith(".so")})
+    except OSError:
+        return _found
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: this only takes a handle
+        except OSError:
+            continue
+        for set_name, get_name in _NAMES:
+            setter, getter = getattr(lib, set_name, None), getattr(lib, get_name, None)
+            if setter is not None and getter is not None:
+                getter.restype = ctypes.c_int
+                _found.append((setter, getter))
+                break
+    return _found
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Hold this process's OpenBLAS to one thread inside the block (module docstring)."""
+    held = []
+    for setter, getter in _controls():
+        n = int(getter())
+        if n > 1:
+            setter(1)
+            held.append((setter, n))
+    try:
+        yield
+    finally:
+        for setter, n in held:
+            setter(n)

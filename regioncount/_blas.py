@@ -1,12 +1,15 @@
-"""One BLAS thread per process while the engines' worker processes run.
+"""One BLAS thread for the engines' products, in this process and in its worker processes.
 
 The engines use every core through processes (:mod:`regioncount.engines._fork`: the tiles of a tiled count, the
 row batches of a large plane partition). OpenBLAS, which NumPy's wheels bundle, starts a thread per core in
 each process and keeps it spinning between the small products the engines make, so two processes on two cores
 run four busy threads: on the Thm 4.4 Transformer's sub-box one process spends 4.9 CPU s with OpenBLAS's default
-threads against 3.4 s with one, for the same wall time (benchmarks/README.md). :func:`one_thread` holds this
-process's OpenBLAS to one thread for the time the workers run (children forked then inherit the setting) and
-gives it back its thread count afterwards.
+threads against 3.4 s with one, for the same wall time (benchmarks/README.md). And a product split between
+threads may round differently from the same product on one (the torch 2->100x5 net's partition differs in its
+floats, not its counts). :func:`one_thread` holds this process's OpenBLAS to one thread for the time of a
+partition or of a fork's workers (children forked then inherit the setting) and gives it back its thread count
+afterwards: the floats of a partition are then the same wherever its batches run, and the same as the command
+line's.
 
 The library is found among the files this process has mapped (Linux's ``/proc/self/maps``) and called through
 its exported setter; where there is none (another BLAS, another platform) nothing is changed. The command line

@@ -245,6 +245,44 @@ def test_workers_and_this_process_run_one_blas_thread_while_they_run():
     assert out.strip() == "ok 3"
 
 
+def test_a_partition_runs_on_one_blas_thread_and_gives_the_count_back():
+    """The engines' products on one BLAS thread wherever they run: the floats of a partition do not depend on
+    the thread count NumPy's OpenBLAS started with (regioncount._blas)."""
+    out = _run(
+        """
+        import numpy as np
+        import regioncount as rc
+        from regioncount import _blas
+        from regioncount.engines._plane import _driver
+
+        controls = _blas._controls()
+        if not controls:
+            print("no openblas")
+        else:
+            setter, getter = controls[0]
+            seen = []
+            solve = _driver._Engine.solve
+            def watched(self, *a, **k):
+                seen.append(int(getter()))
+                return solve(self, *a, **k)
+            _driver._Engine.solve = watched
+            net = rc.random_mlp(2, [64, 64], seed=1, init="torch")
+            parts = []
+            for n in (1, 3):
+                setter(n)
+                parts.append(rc.partition_plane(net, rc.Box(-1.0, 1.0, 2)))
+                assert int(getter()) == n
+            assert set(seen) == {1}, seen
+            assert np.array_equal(parts[0].vertices, parts[1].vertices)
+            assert np.array_equal(parts[0].maps, parts[1].maps)
+            print("ok")
+        """
+    )
+    if out.strip() == "no openblas":
+        pytest.skip("NumPy here does not use OpenBLAS")
+    assert out.strip() == "ok"
+
+
 def test_default_workers_reads_the_setting_then_the_environment(monkeypatch):
     monkeypatch.setenv("REGIONCOUNT_WORKERS", "3")
     if can_fork():

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..._blas import one_thread
 from ..._domain import Box, Slice
 from ..._errors import DomainError, InexactError, MemoryCapError
 from ..._magnitude import check_magnitudes
@@ -390,7 +391,8 @@ def partition_plane(
             M0[k, :, i] = Fraction(V[i, k]) * he[k]
         M0[2, :, i] = Fraction(x0[i]) + sum(Fraction(V[i, k]) * ce[k] for k in range(2))
     eng.M0 = ExactMap.of_fractions(M0)
-    with np.errstate(over="raise", invalid="raise"):
+    # one BLAS thread: the engine's float products are then the same wherever its batches run (see _blas)
+    with np.errstate(over="raise", invalid="raise"), one_thread():
         try:
             pieces = eng.solve(program.ops, A, bd, float(eng.total))
         except FloatingPointError as exc:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..._blas import one_thread
 from ..._domain import AffineSlice, Box, Slice
 from ..._errors import DomainError, MemoryCapError
 from ..._magnitude import check_magnitudes
@@ -339,7 +340,8 @@ def partition_space(
     size = np.abs(V) @ (np.abs(c) + np.abs(h)) + np.abs(x0)
     eng.E = np.broadcast_to(_gamma(2 * k + 6) * size, (T, q)).copy()
     eng.hb = np.broadcast_to(np.abs(A[0]).sum(axis=0)[0] + eng.E[0], (T, q)).copy()
-    pieces = eng.solve(program.ops, A)
+    with one_thread():  # the engine's float products are those of one BLAS thread wherever it runs (see _blas)
+        pieces = eng.solve(program.ops, A)
     blocks = [
         (kind, w, np.concatenate([p.blocks[i][2] for p in pieces])) for i, (kind, w, _) in enumerate(pieces[0].blocks)
     ]

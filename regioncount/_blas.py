@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 from collections.abc import Iterator
 
 #: (setter, getter) names OpenBLAS builds export: plain, 64-bit-integer, and SciPy's bundled (NumPy's wheels) builds.
@@ -43,9 +44,11 @@ def _controls() -> list:
     _found = []
     try:
         with open("/proc/self/maps") as f:
-            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.rstrip().endswith(".so")})
+            names = {ln.split()[-1] for ln in f if "/" in ln}
     except OSError:
         return _found
+    # a shared object whose name says OpenBLAS (NumPy's own copy, or a system libopenblas.so.0)
+    paths = sorted(p for p in names if "openblas" in os.path.basename(p).lower() and ".so" in os.path.basename(p))
     for path in paths:
         try:
             lib = ctypes.CDLL(path)  # already loaded: this only takes a handle
@@ -62,7 +65,8 @@ def _controls() -> list:
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Hold this process's OpenBLAS to one thread inside the block (module docstring)."""
+    """Hold this process's OpenBLAS to one thread inside the block (module docstring). The setting is the
+    process's: blocks that overlap in threads of one process leave it as the last one to end finds it."""
     held = []
     for setter, getter in _controls():
         n = int(getter())

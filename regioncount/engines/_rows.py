@@ -16,59 +16,40 @@ import numpy as np
 SHORT = 16
 
 
+def _fold(X: np.ndarray, step) -> np.ndarray:
+    """The columns of ``X`` (at least one) folded left to right by the in-place binary ufunc ``step``."""
+    out = X[..., 0].copy()
+    for i in range(1, X.shape[-1]):
+        step(out, X[..., i], out=out)
+    return out
+
+
 def last_max(X: np.ndarray) -> np.ndarray:
     """``X.max(axis=-1)``."""
-    k = X.shape[-1]
-    if k > SHORT:
-        return X.max(axis=-1)
-    out = X[..., 0].copy()
-    for i in range(1, k):
-        np.maximum(out, X[..., i], out=out)
-    return out
+    return X.max(axis=-1) if X.shape[-1] > SHORT else _fold(X, np.maximum)
 
 
 def last_min(X: np.ndarray) -> np.ndarray:
     """``X.min(axis=-1)``."""
-    k = X.shape[-1]
-    if k > SHORT:
-        return X.min(axis=-1)
-    out = X[..., 0].copy()
-    for i in range(1, k):
-        np.minimum(out, X[..., i], out=out)
-    return out
+    return X.min(axis=-1) if X.shape[-1] > SHORT else _fold(X, np.minimum)
 
 
 def last_any(X: np.ndarray) -> np.ndarray:
     """``X.any(axis=-1)`` of a bool array."""
     k = X.shape[-1]
-    if k > SHORT or k == 0:
-        return np.asarray(X.any(axis=-1))
-    out = X[..., 0].copy()
-    for i in range(1, k):
-        out |= X[..., i]
-    return out
+    return np.asarray(X.any(axis=-1)) if k > SHORT or k == 0 else _fold(X, np.logical_or)
 
 
 def last_all(X: np.ndarray) -> np.ndarray:
     """``X.all(axis=-1)`` of a bool array."""
     k = X.shape[-1]
-    if k > SHORT or k == 0:
-        return np.asarray(X.all(axis=-1))
-    out = X[..., 0].copy()
-    for i in range(1, k):
-        out &= X[..., i]
-    return out
+    return np.asarray(X.all(axis=-1)) if k > SHORT or k == 0 else _fold(X, np.logical_and)
 
 
 def last_sum(X: np.ndarray) -> np.ndarray:
     """``X.sum(axis=-1)``: the same sum in the same order (NumPy adds fewer than 8 terms left to right)."""
     k = X.shape[-1]
-    if k >= 8 or k == 0:
-        return X.sum(axis=-1)
-    out = X[..., 0].copy()
-    for i in range(1, k):
-        out += X[..., i]
-    return out
+    return X.sum(axis=-1) if k >= 8 or k == 0 else _fold(X, np.add)
 
 
 def last_dot(X: np.ndarray, w: np.ndarray) -> np.ndarray:

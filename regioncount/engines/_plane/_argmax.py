@@ -51,6 +51,13 @@ def argmax_start(eng, F: np.ndarray, E: np.ndarray, active: np.ndarray) -> np.nd
     return win
 
 
+def _differences_on_discs(cen, rad, g, e):
+    """:func:`~._polygon._disc_reach` of float differences of pieces ``g (n, 3, k)`` on the discs ``(cen (n, 2), rad (n,))``:
+    their error is the pieces' summed errors ``e (n, k)`` and the rounding of the subtraction."""
+    eg = e + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
+    return _disc_reach_planes(cen[:, 0, None], cen[:, 1, None], rad[:, None], g[:, 0], g[:, 1], g[:, 2], eg)
+
+
 def _beaten(cen, rad, F, E, act) -> np.ndarray:
     """``(n, k)``: piece ``r`` provably loses, on the whole disc ``(cen (n, 2), rad (n,))`` that holds a
     polygon, to the first allowed piece ``j`` it is clipped against in :func:`argmax_unit` (``F (n, 3, k)``,
@@ -70,9 +77,7 @@ def _beaten(cen, rad, F, E, act) -> np.ndarray:
         j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
         Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
         Ej = np.take_along_axis(E, j, axis=1)
-    g = Fj - F  # f_j - f_r, (n, 3, k)
-    eg = E + Ej + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
-    sc, reach = _disc_reach_planes(cen[:, 0, None], cen[:, 1, None], rad[:, None], g[:, 0], g[:, 1], g[:, 2], eg)
+    sc, reach = _differences_on_discs(cen, rad, Fj - F, E + Ej)  # f_j - f_r
     return last_any(a) & (sc > reach)
 
 
@@ -80,9 +85,8 @@ def _wins(cen, rad, F, E, act, r) -> np.ndarray:
     """``(n,)``: piece ``r (n,)`` is strictly above every other allowed piece on the whole disc ``(cen (n, 2), rad
     (n,))`` (``F (n, 3, k)``, errors ``E`` and ``act (n, k)``, as in :func:`_beaten`)."""
     n = F.shape[0]
-    g = F - np.take_along_axis(F, r[:, None, None], axis=2)  # f_j - f_r, (n, 3, k)
-    eg = E + np.take_along_axis(E, r[:, None], axis=1) + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
-    sc, reach = _disc_reach_planes(cen[:, 0, None], cen[:, 1, None], rad[:, None], g[:, 0], g[:, 1], g[:, 2], eg)
+    g = F - np.take_along_axis(F, r[:, None, None], axis=2)  # f_j - f_r
+    sc, reach = _differences_on_discs(cen, rad, g, E + np.take_along_axis(E, r[:, None], axis=1))
     below = (sc < -reach) | ~act
     below[np.arange(n), r] = True
     return np.all(below, axis=1)

@@ -215,71 +215,76 @@ def test_fork_map_results_errors_and_dead_workers():
     assert out.strip() == "ok"
 
 
+#: Put before a fresh interpreter's script by :func:`_run_with_openblas`: ``setter`` and ``getter`` of the
+#: OpenBLAS NumPy loaded, or the line "no openblas" and an early exit.
+OPENBLAS = """
+from regioncount import _blas
+
+controls = _blas._controls()
+if not controls:
+    print("no openblas")
+    raise SystemExit(0)
+setter, getter = controls[0]
+"""
+
+
+def _run_with_openblas(code: str) -> str:
+    """:func:`_run` of ``code`` after :data:`OPENBLAS`; skips where NumPy does not use OpenBLAS."""
+    out = _run(OPENBLAS + textwrap.dedent(code))
+    if out.strip() == "no openblas":
+        pytest.skip("NumPy here does not use OpenBLAS")
+    return out
+
+
 def test_workers_and_this_process_run_one_blas_thread_while_they_run():
     """OpenBLAS's thread per core in every worker would put two busy threads on each core (regioncount._blas):
     while fork_map's children run, this process and they use one, and this process gets its count back after."""
     _forks()
-    out = _run(
+    out = _run_with_openblas(
         """
-        from regioncount import _blas
         from regioncount.engines._fork import fork_map
 
-        controls = _blas._controls()
-        if not controls:
-            print("no openblas")
-        else:
-            setter, getter = controls[0]
-            setter(3)
-            seen = []
-            for item, n in fork_map(lambda x: int(getter()), range(3), 2, here=lambda x: int(getter())):
-                seen.append((n, int(getter())))
-            assert seen == [(1, 1)] * 3, seen
-            assert int(getter()) == 3
-            with _blas.one_thread():
-                assert int(getter()) == 1
-            print("ok", int(getter()))
+        setter(3)
+        seen = []
+        for item, n in fork_map(lambda x: int(getter()), range(3), 2, here=lambda x: int(getter())):
+            seen.append((n, int(getter())))
+        assert seen == [(1, 1)] * 3, seen
+        assert int(getter()) == 3
+        with _blas.one_thread():
+            assert int(getter()) == 1
+        print("ok", int(getter()))
         """
     )
-    if out.strip() == "no openblas":
-        pytest.skip("NumPy here does not use OpenBLAS")
     assert out.strip() == "ok 3"
 
 
 def test_a_partition_runs_on_one_blas_thread_and_gives_the_count_back():
     """The engines' products on one BLAS thread wherever they run: the floats of a partition do not depend on
     the thread count NumPy's OpenBLAS started with (regioncount._blas)."""
-    out = _run(
+    out = _run_with_openblas(
         """
         import numpy as np
         import regioncount as rc
-        from regioncount import _blas
         from regioncount.engines._plane import _driver
 
-        controls = _blas._controls()
-        if not controls:
-            print("no openblas")
-        else:
-            setter, getter = controls[0]
-            seen = []
-            solve = _driver._Engine.solve
-            def watched(self, *a, **k):
-                seen.append(int(getter()))
-                return solve(self, *a, **k)
-            _driver._Engine.solve = watched
-            net = rc.random_mlp(2, [64, 64], seed=1, init="torch")
-            parts = []
-            for n in (1, 3):
-                setter(n)
-                parts.append(rc.partition_plane(net, rc.Box(-1.0, 1.0, 2)))
-                assert int(getter()) == n
-            assert set(seen) == {1}, seen
-            assert np.array_equal(parts[0].vertices, parts[1].vertices)
-            assert np.array_equal(parts[0].maps, parts[1].maps)
-            print("ok")
+        seen = []
+        solve = _driver._Engine.solve
+        def watched(self, *a, **k):
+            seen.append(int(getter()))
+            return solve(self, *a, **k)
+        _driver._Engine.solve = watched
+        net = rc.random_mlp(2, [64, 64], seed=1, init="torch")
+        parts = []
+        for n in (1, 3):
+            setter(n)
+            parts.append(rc.partition_plane(net, rc.Box(-1.0, 1.0, 2)))
+            assert int(getter()) == n
+        assert set(seen) == {1}, seen
+        assert np.array_equal(parts[0].vertices, parts[1].vertices)
+        assert np.array_equal(parts[0].maps, parts[1].maps)
+        print("ok")
         """
     )
-    if out.strip() == "no openblas":
-        pytest.skip("NumPy here does not use OpenBLAS")
     assert out.strip() == "ok"
 
 

@@ -142,6 +142,8 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     # piece p of parent q as row q k + p: one gather of three contiguous floats per region
     Ft = np.ascontiguousarray(F_u.transpose(0, 2, 1)).reshape(-1, 3)
     Ef, Af = np.ascontiguousarray(El).reshape(-1), np.ascontiguousarray(act_u).reshape(-1)
+    # each candidate's disc (it holds the exact polygon, so every copy of it)
+    c0, c1, rad = st.cen[cand, 0], st.cen[cand, 1], st.rad[cand]
     for m in range(1, k):
         j = (r + m) % k
         pj = par[owner]
@@ -154,28 +156,38 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
         eg = Ef[ir] + Ef[ij] + last_max(err)
         a, b = np.minimum(r, j), np.maximum(r, j)
         newtag = base + canon[pj, b * (b - 1) // 2 + a] * R0 + pj
-        s, dv = _eval_bound(V, Rv, g, eg)
-        sg = _float_signs(s, dv)
-        sg[~Af[ij]] = 1
-        und = np.flatnonzero(last_max(sg) == 2)  # signs are -1, 0, 1 or 2 (undecided)
-        if und.size:
-            sg[und] = eng.decide(sg[und], tg[und], nv[und], g[und], eg[und], newtag[und])
-        haspos = last_max(sg) > 0  # decided signs only now: -1, 0, 1
-        hasneg = last_min(sg) < 0
-        allzero = ~haspos & ~hasneg
-        alive = np.where(allzero, j > r, haspos)
-        clip = alive & hasneg
-        if clip.any():
+        # the disc first: where f_r - f_j has one sign on the whole disc, it has it at every vertex of the copy
+        # (all positive: the copy stays as it is; all negative: it dies), which the vertices' test would find
+        sc, reach = _disc_reach_planes(c0[owner], c1[owner], rad[owner], g[:, 0], g[:, 1], g[:, 2], eg)
+        pos = (sc > reach) | ~Af[ij]  # a piece not allowed never clips
+        ev = np.flatnonzero(~pos & ~(sc < -reach))
+        alive = pos
+        clip = np.zeros(0, np.int64)
+        if ev.size:
+            Ve, Re, ge, ege = V[ev], Rv[ev], g[ev], eg[ev]
+            s, dv = _eval_bound(Ve, Re, ge, ege)
+            sg = _float_signs(s, dv)
+            und = np.flatnonzero(last_max(sg) == 2)  # signs are -1, 0, 1 or 2 (undecided)
+            if und.size:
+                sg[und] = eng.decide(sg[und], tg[ev[und]], nv[ev[und]], ge[und], ege[und], newtag[ev[und]])
+            haspos = last_max(sg) > 0  # decided signs only now: -1, 0, 1
+            hasneg = last_min(sg) < 0
+            allzero = ~haspos & ~hasneg
+            alive_e = np.where(allzero, j[ev] > r[ev], haspos)
+            alive[ev] = alive_e
+            ce = np.flatnonzero(alive_e & hasneg)
+            clip = ev[ce]
+        if clip.size:
             # registered as f_a - f_b for the pair a < b its tag names: the two clips of one pair agree
             eng.register(newtag[clip], np.where((r < j)[clip, None], g[clip], -g[clip]), eg[clip])
             ((Vc, nc, tc, Rcut),) = eng.cut(
-                V[clip], nv[clip], s[clip], sg[clip], tg[clip], newtag[clip], dv[clip], Rv[clip], sides=(1,)
+                Ve[ce], nv[clip], s[ce], sg[ce], tg[clip], newtag[clip], dv[ce], Re[ce], sides=(1,)
             )
             Mn = max(V.shape[1], Vc.shape[1])
             V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
             Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
             V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
-            cut |= clip
+            cut[clip] = True
         if m < k - 1:
             V, Rv, nv, tg, owner, r, cut = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive], cut[alive]
     # the cells alive after the last clip (read where they lie: no compacted copy first); the first cell of each

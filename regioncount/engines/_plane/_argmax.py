@@ -144,55 +144,60 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     Ef, Af = np.ascontiguousarray(El).reshape(-1), np.ascontiguousarray(act_u).reshape(-1)
     # each candidate's disc (it holds the exact polygon, so every copy of it)
     c0, c1, rad = st.cen[cand, 0], st.cen[cand, 1], st.rad[cand]
+    # the copies still alive, as indices into the copies' arrays (which are never compacted: each round reads the
+    # rows it evaluates, and the clipped ones are written back in place)
+    cur = np.arange(owner.size)
+    alive = np.ones(owner.size, bool)
     for m in range(1, k):
-        j = (r + m) % k
-        pj = par[owner]
-        ir, ij = pj * k + r, pj * k + j
+        oc, rr = owner[cur], r[cur]
+        j = (rr + m) % k
+        pj = par[oc]
+        ir, ij = pj * k + rr, pj * k + j
         fr, fj = Ft[ir], Ft[ij]
         g = fr - fj
         # the rounding error of the subtraction, exactly (Knuth's TwoSum)
         bv = g - fr
         err = np.abs((fr - (g - bv)) + (-fj - bv))
         eg = Ef[ir] + Ef[ij] + last_max(err)
-        a, b = np.minimum(r, j), np.maximum(r, j)
-        newtag = base + canon[pj, b * (b - 1) // 2 + a] * R0 + pj
         # the disc first: where f_r - f_j has one sign on the whole disc, it has it at every vertex of the copy
         # (all positive: the copy stays as it is; all negative: it dies), which the vertices' test would find
-        sc, reach = _disc_reach_planes(c0[owner], c1[owner], rad[owner], g[:, 0], g[:, 1], g[:, 2], eg)
-        pos = (sc > reach) | ~Af[ij]  # a piece not allowed never clips
-        ev = np.flatnonzero(~pos & ~(sc < -reach))
-        alive = pos
-        clip = np.zeros(0, np.int64)
+        sc, reach = _disc_reach_planes(c0[oc], c1[oc], rad[oc], g[:, 0], g[:, 1], g[:, 2], eg)
+        alive = (sc > reach) | ~Af[ij]  # a piece not allowed never clips
+        ev = np.flatnonzero(~alive & ~(sc < -reach))
         if ev.size:
-            Ve, Re, ge, ege = V[ev], Rv[ev], g[ev], eg[ev]
+            at = cur[ev]
+            Ve, Re, ge, ege = V[at], Rv[at], g[ev], eg[ev]
+            re, je, pe = rr[ev], j[ev], pj[ev]
+            lo, hi = np.minimum(re, je), np.maximum(re, je)
+            newtag = base + canon[pe, hi * (hi - 1) // 2 + lo] * R0 + pe
             s, dv = _eval_bound(Ve, Re, ge, ege)
             sg = _float_signs(s, dv)
             und = np.flatnonzero(last_max(sg) == 2)  # signs are -1, 0, 1 or 2 (undecided)
             if und.size:
-                sg[und] = eng.decide(sg[und], tg[ev[und]], nv[ev[und]], ge[und], ege[und], newtag[ev[und]])
+                sg[und] = eng.decide(sg[und], tg[at[und]], nv[at[und]], ge[und], ege[und], newtag[und])
             haspos = last_max(sg) > 0  # decided signs only now: -1, 0, 1
             hasneg = last_min(sg) < 0
             allzero = ~haspos & ~hasneg
-            alive_e = np.where(allzero, j[ev] > r[ev], haspos)
+            alive_e = np.where(allzero, je > re, haspos)
             alive[ev] = alive_e
             ce = np.flatnonzero(alive_e & hasneg)
-            clip = ev[ce]
-        if clip.size:
-            # registered as f_a - f_b for the pair a < b its tag names: the two clips of one pair agree
-            eng.register(newtag[clip], np.where((r < j)[clip, None], g[clip], -g[clip]), eg[clip])
-            ((Vc, nc, tc, Rcut),) = eng.cut(
-                Ve[ce], nv[clip], s[ce], sg[ce], tg[clip], newtag[clip], dv[ce], Re[ce], sides=(1,)
-            )
-            Mn = max(V.shape[1], Vc.shape[1])
-            V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
-            Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
-            V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
-            cut[clip] = True
+            if ce.size:
+                clip = at[ce]
+                # registered as f_a - f_b for the pair a < b its tag names: the two clips of one pair agree
+                eng.register(newtag[ce], np.where((re < je)[ce, None], ge[ce], -ge[ce]), ege[ce])
+                ((Vc, nc, tc, Rcut),) = eng.cut(
+                    Ve[ce], nv[clip], s[ce], sg[ce], tg[clip], newtag[ce], dv[ce], Re[ce], sides=(1,)
+                )
+                Mn = max(V.shape[1], Vc.shape[1])
+                V, tg, Rv = _pad(V, Mn), _pad_tags(tg, Mn), _pad(Rv, Mn)
+                Vc, tc, Rcut = _pad(Vc, Mn), _pad_tags(tc, Mn), _pad(Rcut, Mn)
+                V[clip], nv[clip], tg[clip], Rv[clip] = Vc, nc, tc, Rcut
+                cut[clip] = True
         if m < k - 1:
-            V, Rv, nv, tg, owner, r, cut = V[alive], Rv[alive], nv[alive], tg[alive], owner[alive], r[alive], cut[alive]
+            cur = cur[alive]
     # the cells alive after the last clip (read where they lie: no compacted copy first); the first cell of each
     # owner replaces it, the others are appended
-    live = np.flatnonzero(alive) if k > 1 else np.arange(owner.size)
+    live = cur[alive]
     owner, r = owner[live], r[live]
     first = np.ones(owner.size, bool)
     first[1:] = owner[1:] != owner[:-1]

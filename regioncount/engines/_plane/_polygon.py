@@ -117,13 +117,15 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     fc = np.flatnonzero(cross)
     ri = fc // E
     fa = fc + ri  # start vertex of each crossing edge, in (N, M)
-    Vf, sf, gf, tf = V.reshape(-1, 2), s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
+    # a vertex's two coordinates as one complex: gathers and scatters move one 16-byte element per vertex
+    Vz = np.ascontiguousarray(V).view(np.complex128).reshape(-1)
+    sf, gf, tf = s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
     df, Rf = d.reshape(-1), R.reshape(-1)
     pos_first = gf[fa] > 0
-    pf = pos_first[:, None]
-    Pa, Pb = Vf[fa], Vf[fa + 1]
+    Pa, Pb = Vz[fa], Vz[fa + 1]
     sa, sb = sf[fa], sf[fa + 1]
-    Pp, Pm = np.where(pf, Pa, Pb), np.where(pf, Pb, Pa)
+    Pp = np.where(pos_first, Pa, Pb).view(np.float64).reshape(-1, 2)
+    Pm = np.where(pos_first, Pb, Pa).view(np.float64).reshape(-1, 2)
     sp, sm = np.where(pos_first, sa, sb), np.where(pos_first, sb, sa)
     dp, dm = np.where(pos_first, df[fa], df[fa + 1]), np.where(pos_first, df[fa + 1], df[fa])
     rp, rm = np.where(pos_first, Rf[fa], Rf[fa + 1]), np.where(pos_first, Rf[fa + 1], Rf[fa])
@@ -139,6 +141,7 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         rX = np.maximum(rp, rm) + dt * (L + rp + rm) + 8 * EPS * (last_sum(np.abs(Pp)) + last_sum(np.abs(Pm)))
         rX = np.where(good, rX * (1 + 1e-12) + TINY, np.inf)
     X[~good] = 0.0
+    Xz = X.view(np.complex128).reshape(-1)
     bad = np.flatnonzero(~good)
     g_next = gf[fa + 1]
     valid = np.arange(E) < nv[:, None]
@@ -155,7 +158,7 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
             n_out += cnt[:, i]
         off = off.reshape(-1)
         Mo = int(n_out.max(initial=0)) + 1
-        Vo = np.empty((N * Mo, 2))
+        Vo = np.empty(N * Mo, np.complex128)
         To = np.full(N * Mo, -1, np.int64)
         Ro = np.zeros(N * Mo)
         Co = np.full(N * Mo, -1, np.int64)
@@ -163,17 +166,17 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         vi = fv // E
         fm = fv + vi
         dest = vi * Mo + off[fv]
-        Vo[dest] = Vf[fm]
+        Vo[dest] = Vz[fm]
         Ro[dest] = Rf[fm]
         # a vertex on the cut whose next vertex is on the other side starts the new edge
         starts_cut = (gf[fm] == 0) & (gf[fm + 1] * sd < 0)
         To[dest] = np.where(starts_cut, newtag[vi], tf[fm])
         dest = ri * Mo + off[fc] + ev.reshape(-1)[fc]
-        Vo[dest] = X
+        Vo[dest] = Xz
         Ro[dest] = rX
         Co[dest] = np.arange(fc.size)
         To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
-        Vo = Vo.reshape(N, Mo, 2)
+        Vo = Vo.view(np.float64).reshape(N, Mo, 2)
         Ro = Ro.reshape(N, Mo)
         pad = np.arange(Mo) >= n_out[:, None]  # padding repeats the first vertex
         first = Vo[:, 0].copy()

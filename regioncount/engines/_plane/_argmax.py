@@ -51,34 +51,44 @@ def argmax_start(eng, F: np.ndarray, E: np.ndarray, active: np.ndarray) -> np.nd
     return win
 
 
-def _differences_on_discs(cen, rad, g, e):
-    """:func:`~._polygon._disc_reach` of float differences of pieces ``g (n, 3, k)`` on the discs ``(cen (n, 2), rad (n,))``:
-    their error is the pieces' summed errors ``e (n, k)`` and the rounding of the subtraction."""
-    eg = e + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
+def _difference_errors(g, e):
+    """Error bounds ``(n, k)`` of float differences of pieces ``g (n, 3, k)``: the pieces' summed errors ``e (n, k)``
+    and the rounding of the subtraction."""
+    return e + 2 * EPS * last_max_abs(g.transpose(0, 2, 1))
+
+
+def _on_discs(cen, rad, g, eg):
+    """:func:`~._polygon._disc_reach` of the differences ``g (n, 3, k)`` (errors ``eg (n, k)``) on the discs
+    ``(cen (n, 2), rad (n,))``."""
     return _disc_reach_planes(cen[:, 0, None], cen[:, 1, None], rad[:, None], g[:, 0], g[:, 1], g[:, 2], eg)
 
 
-def _beaten(cen, rad, F, E, act) -> np.ndarray:
+def _beaten(cen, rad, F, E, act, par) -> np.ndarray:
     """``(n, k)``: piece ``r`` provably loses, on the whole disc ``(cen (n, 2), rad (n,))`` that holds a
-    polygon, to the first allowed piece ``j`` it is clipped against in :func:`argmax_unit` (``F (n, 3, k)``,
-    errors ``E`` and ``act (n, k)``). That clip is then the first one its cell meets and leaves no vertex
-    on the positive side, so the cell dies there, untouched: dropping it before any geometry changes
-    nothing, not even the width of the polygon store."""
-    n, _, k = F.shape
-    if k < 2 or n == 0:
-        return np.zeros((n, k), bool)
+    polygon, to the first allowed piece ``j`` it is clipped against in :func:`argmax_unit` (``F (R0, 3, k)``,
+    errors ``E`` and ``act (R0, k)`` of the parents, ``par (n,)`` each polygon's parent). That clip is then the
+    first one its cell meets and leaves no vertex on the positive side, so the cell dies there, untouched:
+    dropping it before any geometry changes nothing, not even the width of the polygon store. The rival and
+    the difference depend on the parent only: they are formed once per parent."""
+    R0, _, k = F.shape
+    if k < 2 or par.size == 0:
+        return np.zeros((par.size, k), bool)
+    if R0 > par.size:  # fewer polygons than parents: their parents' rows only
+        F, E, act, par = F[par], E[par], act[par], np.arange(par.size)
     # clip order of piece r: j = r + 1, r + 2, ... (mod k); the first allowed one
     js = (np.arange(k)[:, None] + np.arange(1, k)) % k  # (k, k - 1)
-    a = act[:, js]  # (n, k, k - 1)
+    a = act[:, js]  # (R0, k, k - 1)
     if a[:, :, 0].all():  # every piece's next one is allowed (every piece active): one permutation for all rows
         nxt = js[:, 0]
         Fj, Ej = F[:, :, nxt], E[:, nxt]
     else:
-        j = js[np.arange(k), np.argmax(a, axis=2)]  # (n, k)
+        j = js[np.arange(k), np.argmax(a, axis=2)]  # (R0, k)
         Fj = np.take_along_axis(F, np.broadcast_to(j[:, None, :], F.shape), axis=2)
         Ej = np.take_along_axis(E, j, axis=1)
-    sc, reach = _differences_on_discs(cen, rad, Fj - F, E + Ej)  # f_j - f_r
-    return last_any(a) & (sc > reach)
+    g = Fj - F  # f_j - f_r
+    eg = _difference_errors(g, E + Ej)
+    sc, reach = _on_discs(cen, rad, g[par], eg[par])
+    return last_any(a)[par] & (sc > reach)
 
 
 def _wins(cen, rad, F, E, act, r) -> np.ndarray:
@@ -86,7 +96,7 @@ def _wins(cen, rad, F, E, act, r) -> np.ndarray:
     (n,))`` (``F (n, 3, k)``, errors ``E`` and ``act (n, k)``, as in :func:`_beaten`)."""
     n = F.shape[0]
     g = F - np.take_along_axis(F, r[:, None, None], axis=2)  # f_j - f_r
-    sc, reach = _differences_on_discs(cen, rad, g, E + np.take_along_axis(E, r[:, None], axis=1))
+    sc, reach = _on_discs(cen, rad, g, _difference_errors(g, E + np.take_along_axis(E, r[:, None], axis=1)))
     below = (sc < -reach) | ~act
     below[np.arange(n), r] = True
     return np.all(below, axis=1)
@@ -110,7 +120,7 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     eng.record(kind, base, R0 * k * (k - 1) // 2, R0=R0, u=u, k=k, **info)
     El = np.broadcast_to(E_u, (R0, k)) if E_u.shape[0] == 1 else E_u
     act_p = act_u[par]
-    keep = act_p & ~_beaten(st.cen[cand], st.rad[cand], F_u[par], El[par], act_p)
+    keep = act_p & ~_beaten(st.cen[cand], st.rad[cand], F_u, El, act_u, par)
     # a region with one piece left that provably beats every other allowed piece on the region's disc lies in
     # that piece's cell: each clip of its copy would leave the copy whole, so the region keeps its polygon (the
     # store's row as it is) and only gets its digit
@@ -148,21 +158,20 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     # rows it evaluates, and the clipped ones are written back in place)
     cur = np.arange(owner.size)
     alive = np.ones(owner.size, bool)
+    # the pieces' pairs of a round depend on the parent only: their differences are formed once per parent (R0 k
+    # rows against the copies' millions on a dense tile), and each copy reads its row
+    pr = np.arange(R0 * k)
     for m in range(1, k):
         oc, rr = owner[cur], r[cur]
         j = (rr + m) % k
         pj = par[oc]
-        ir, ij = pj * k + rr, pj * k + j
-        fr, fj = Ft[ir], Ft[ij]
-        g = fr - fj
-        # the rounding error of the subtraction, exactly (Knuth's TwoSum)
-        bv = g - fr
-        err = np.abs((fr - (g - bv)) + (-fj - bv))
-        eg = Ef[ir] + Ef[ij] + last_max(err)
+        ir = pj * k + rr
+        G, EG, AJ = _round_pairs(Ft, Ef, Af, pr - pr % k + (pr % k + m) % k)
+        g, eg = G[ir], EG[ir]
         # the disc first: where f_r - f_j has one sign on the whole disc, it has it at every vertex of the copy
         # (all positive: the copy stays as it is; all negative: it dies), which the vertices' test would find
         sc, reach = _disc_reach_planes(c0[oc], c1[oc], rad[oc], g[:, 0], g[:, 1], g[:, 2], eg)
-        alive = (sc > reach) | ~Af[ij]  # a piece not allowed never clips
+        alive = (sc > reach) | ~AJ[ir]  # a piece not allowed never clips
         ev = np.flatnonzero(~alive & ~(sc < -reach))
         if ev.size:
             at = cur[ev]
@@ -216,6 +225,17 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
         at = live[~first]
         new = st.append(V[at], nv[at], tg[at], Rv[at], cand[owner[~first]])
         st.extra["digits"][new, u] = r[~first]
+
+
+def _round_pairs(Ft: np.ndarray, Ef: np.ndarray, Af: np.ndarray, jrow: np.ndarray):
+    """For every row ``q k + r`` (piece ``r`` of parent ``q``: ``Ft (R0 k, 3)``, errors ``Ef``, allowed ``Af``) and
+    its rival's row ``jrow``: the difference ``f_r - f_j``, its error bound (the pieces' errors and the rounding
+    of the subtraction, found exactly by Knuth's TwoSum) and whether the rival is allowed."""
+    fr, fj = Ft, Ft[jrow]
+    g = fr - fj
+    bv = g - fr
+    err = np.abs((fr - (g - bv)) + (-fj - bv))
+    return g, Ef + Ef[jrow] + last_max(err), Af[jrow]
 
 
 def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:

@@ -312,6 +312,28 @@ def test_row_batches_give_the_same_partition(net, monkeypatch):
         partition_plane(net, dom, max_regions=whole.n_regions - 1)
 
 
+@pytest.mark.parametrize(
+    "net",
+    [random_maxout(2, [6, 6], k=4, seed=3), random_transformer(input_dim=2, tokens=4, d_model=4, depth=1, seed=3)],
+    ids=["maxout", "hardmax"],
+)
+def test_argmax_rounds_per_row_or_per_copy_give_the_same_floats(net, monkeypatch):
+    """The argmax splitter forms each clip round's differences once per piece of a parent or once per copy of a
+    region, whichever is less work; both must give the same partition, bit for bit."""
+    import regioncount.engines._plane._argmax as AR
+
+    dom = Box(-1, 1, 2)
+    parts = []
+    for at in (0.0, np.inf):  # never per row, always per row
+        monkeypatch.setattr(AR, "PER_ROW_AT", at)
+        parts.append(partition_plane(net, dom))
+    a, b = parts
+    assert a.n_regions == b.n_regions > 20
+    for x, y in ((a.vertices, b.vertices), (a.maps, b.maps), (a.codes, b.codes), (a.edge_tags, b.edge_tags)):
+        assert x.tobytes() == y.tobytes()
+    assert a.stats["predicates"] == b.stats["predicates"]
+
+
 @pytest.mark.parametrize("layout", ["paper", "compact"])
 def test_identical_query_rows_share_their_decision(layout):
     """A compiled Transformer's heads have one query on every token: the engine decides each head once and

@@ -11,6 +11,10 @@ from ..._predicates import EPS, TINY, gamma
 from .._rows import last_any, last_max, last_max_abs, last_min
 from ._polygon import _CHUNK, _disc_reach_planes, _eval_bound, _float_signs, _pad, _pad_tags
 
+#: A clip round forms its differences once per row (piece of a parent) where the rows are at most this many times
+#: the live copies, else once per copy: the same floats either way, only the work differs.
+PER_ROW_AT = 1.0
+
 #: relative tolerance of the tag aliasing of coincident argmax boundary lines (adjacency only, never counts)
 ALIAS_TOL = tol.ARGMAX_ALIAS
 
@@ -158,27 +162,26 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
     # rows it evaluates, and the clipped ones are written back in place)
     cur = np.arange(owner.size)
     alive = np.ones(owner.size, bool)
-    # the pieces' pairs of a round depend on the parent only: their differences are formed once per parent (R0 k
-    # rows against the copies' millions on a dense tile), and each copy reads its row
+    # each copy's row q k + r (piece r of parent q); what a round computes for a copy depends on its row only: where
+    # the rows are fewer than the live copies (R0 k rows against millions of copies on a dense tile) it is formed
+    # once per row and each copy reads its own, else per copy
+    ir0 = par[owner] * k + r
     pr = np.arange(R0 * k)
     for m in range(1, k):
-        oc, rr = owner[cur], r[cur]
-        j = (rr + m) % k
-        pj = par[oc]
-        ir = pj * k + rr
-        G, EG, AJ = _round_pairs(Ft, Ef, Af, pr - pr % k + (pr % k + m) % k)
-        g, eg = G[ir], EG[ir]
+        oc, ir = owner[cur], ir0[cur]
+        per_row = pr.size <= PER_ROW_AT * ir.size
+        G, EG, AJ, NT, UP = _round_rows(Ft, Ef, Af, canon, pr if per_row else ir, k, m, base, R0)
+        g, eg = (G[ir], EG[ir]) if per_row else (G, EG)
         # the disc first: where f_r - f_j has one sign on the whole disc, it has it at every vertex of the copy
         # (all positive: the copy stays as it is; all negative: it dies), which the vertices' test would find
         sc, reach = _disc_reach_planes(c0[oc], c1[oc], rad[oc], g[:, 0], g[:, 1], g[:, 2], eg)
-        alive = (sc > reach) | ~AJ[ir]  # a piece not allowed never clips
+        alive = (sc > reach) | ~(AJ[ir] if per_row else AJ)  # a piece not allowed never clips
         ev = np.flatnonzero(~alive & ~(sc < -reach))
         if ev.size:
             at = cur[ev]
+            ie = ir[ev] if per_row else ev
             Ve, Re, ge, ege = V[at], Rv[at], g[ev], eg[ev]
-            re, je, pe = rr[ev], j[ev], pj[ev]
-            lo, hi = np.minimum(re, je), np.maximum(re, je)
-            newtag = base + canon[pe, hi * (hi - 1) // 2 + lo] * R0 + pe
+            newtag, up = NT[ie], UP[ie]
             s, dv = _eval_bound(Ve, Re, ge, ege)
             sg = _float_signs(s, dv)
             und = np.flatnonzero(last_max(sg) == 2)  # signs are -1, 0, 1 or 2 (undecided)
@@ -187,13 +190,13 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
             haspos = last_max(sg) > 0  # decided signs only now: -1, 0, 1
             hasneg = last_min(sg) < 0
             allzero = ~haspos & ~hasneg
-            alive_e = np.where(allzero, je > re, haspos)
+            alive_e = np.where(allzero, up, haspos)
             alive[ev] = alive_e
             ce = np.flatnonzero(alive_e & hasneg)
             if ce.size:
                 clip = at[ce]
                 # registered as f_a - f_b for the pair a < b its tag names: the two clips of one pair agree
-                eng.register(newtag[ce], np.where((re < je)[ce, None], ge[ce], -ge[ce]), ege[ce])
+                eng.register(newtag[ce], np.where(up[ce, None], ge[ce], -ge[ce]), ege[ce])
                 ((Vc, nc, tc, Rcut),) = eng.cut(
                     Ve[ce], nv[clip], s[ce], sg[ce], tg[clip], newtag[ce], dv[ce], Re[ce], sides=(1,)
                 )
@@ -227,15 +230,23 @@ def argmax_unit(eng, u: int, F_u, E_u, act_u, win_u, R0: int, kind: str, info: d
         st.extra["digits"][new, u] = r[~first]
 
 
-def _round_pairs(Ft: np.ndarray, Ef: np.ndarray, Af: np.ndarray, jrow: np.ndarray):
-    """For every row ``q k + r`` (piece ``r`` of parent ``q``: ``Ft (R0 k, 3)``, errors ``Ef``, allowed ``Af``) and
-    its rival's row ``jrow``: the difference ``f_r - f_j``, its error bound (the pieces' errors and the rounding
-    of the subtraction, found exactly by Knuth's TwoSum) and whether the rival is allowed."""
-    fr, fj = Ft, Ft[jrow]
+def _round_rows(Ft, Ef, Af, canon, rows, k: int, m: int, base: int, R0: int):
+    """What clip round ``m`` of :func:`argmax_unit` needs of the rows ``rows`` (``q k + r``: piece ``r`` of parent
+    ``q``, clipped against its rival ``j = r + m mod k``): the difference ``f_r - f_j`` (``Ft (R0 k, 3)``), its
+    error bound (the pieces' errors ``Ef`` and the subtraction's rounding, found exactly by Knuth's TwoSum),
+    whether the rival is allowed (``Af``), the tag of the line ``f_r = f_j`` (its class in ``canon``) and
+    whether ``j > r``."""
+    q, pc = rows // k, rows % k
+    jc = (pc + m) % k
+    jrow = rows - pc + jc
+    fr, fj = Ft[rows], Ft[jrow]
     g = fr - fj
     bv = g - fr
     err = np.abs((fr - (g - bv)) + (-fj - bv))
-    return g, Ef + Ef[jrow] + last_max(err), Af[jrow]
+    eg = Ef[rows] + Ef[jrow] + last_max(err)
+    lo, hi = np.minimum(pc, jc), np.maximum(pc, jc)
+    tags = base + canon[q, hi * (hi - 1) // 2 + lo] * R0 + q
+    return g, eg, Af[jrow], tags, jc > pc
 
 
 def _line_classes(F: np.ndarray, parents: np.ndarray, k: int) -> np.ndarray:

@@ -196,7 +196,7 @@ def test_fork_map_results_errors_and_dead_workers():
         """
         import os
         import pytest
-        from regioncount.engines._fork import can_fork, fork_map
+        from regioncount.engines._fork import can_fork, fork_map, fork_pool_map
 
         def fail(x):
             if x == 2:
@@ -209,6 +209,15 @@ def test_fork_map_results_errors_and_dead_workers():
             list(fork_map(fail, range(4), 2))
         with pytest.raises(RuntimeError, match="without a result"):
             list(fork_map(lambda x: os._exit(3), [1], 1))
+        # children that run item after item: every item once, each on one of two children
+        pids = sorted(fork_pool_map(lambda x: (x * x, os.getpid()), range(9), 2))
+        assert [(i, r[0]) for i, r in pids] == [(i, i * i) for i in range(9)]
+        assert len({r[1] for _, r in pids}) == 2 and os.getpid() not in {r[1] for _, r in pids}
+        with pytest.raises(ValueError, match="two"):
+            list(fork_pool_map(fail, range(6), 2))
+        with pytest.raises(RuntimeError, match="without a result"):
+            list(fork_pool_map(lambda x: os._exit(3) if x == 3 else x, range(6), 2))
+        assert list(fork_pool_map(lambda x: x, [], 2)) == []
         print("ok")
         """
     )

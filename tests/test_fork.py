@@ -218,6 +218,21 @@ def test_fork_map_results_errors_and_dead_workers():
         with pytest.raises(RuntimeError, match="without a result"):
             list(fork_pool_map(lambda x: os._exit(3) if x == 3 else x, range(6), 2))
         assert list(fork_pool_map(lambda x: x, [], 2)) == []
+        # under a memory limit a child that still holds more than a quarter of its share after an item leaves, and
+        # a fresh child takes the next item; one that holds little stays
+        import numpy as np
+        from regioncount import _memory
+
+        keep = []
+
+        def hold(x):
+            keep.append(np.ones(150 * 2**20 // 8))  # 150 MB, resident and kept
+            return os.getpid()
+
+        _memory.set_rss_limit(_memory.rss_bytes() + 2 * 400 * 2**20)  # two children: 400 MB each, leave past 100 MB
+        assert len({pid for _, pid in fork_pool_map(hold, range(4), 2)}) == 4
+        assert len({pid for _, pid in fork_pool_map(lambda x: os.getpid(), range(6), 2)}) == 2
+        _memory.set_rss_limit(None)
         print("ok")
         """
     )

@@ -7,7 +7,7 @@ child sees the parent's state as it was at the fork), at most ``workers`` at a t
 interpreter's teardown; an exception it raises is sent back and raised here; a child that dies without a result
 (killed, out of memory) raises :class:`RuntimeError` here instead of hanging. On any error, or an interrupt,
 the children still running are terminated. :func:`fork_pool_map` does the same on children forked once, each
-running item after item (warm memory: a tiled count without a memory limit). A process that has imported JAX does not fork (:func:`can_fork`). Each
+running item after item (warm memory: the tiles of a tiled count). A process that has imported JAX does not fork (:func:`can_fork`). Each
 child gets its share of the resident-memory limit
 (:mod:`regioncount._memory`): what this process holds now plus its part of what is left. The rule by which the
 plane and space engines cut a mid-sized store for the workers is here too (:data:`MID_MIN`).
@@ -194,55 +194,69 @@ def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple
     next. A fresh child pays a page fault for every page its arrays touch (on a dense tile of the Thm 4.4
     Transformer twice the in-process faults and about 2% more CPU) and a few milliseconds to fork.
 
-    For work without a resident-memory limit only: a child's heap keeps what its largest item needed, where a
-    fresh child per item gives each item its share of the limit afresh (:func:`fork_map`). Errors, dead children
+    Under a resident-memory limit each child has its share, as in :func:`fork_map`; a child whose memory after an
+    item stays above a quarter of its share (the heap keeps what an item freed) leaves, and a fresh child takes
+    the next item, so an item never starts with more than that quarter held beside it. Errors, dead children
     and interrupts are handled as in :func:`fork_map`."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    from .. import _blas
+    from .. import _blas, _memory
 
     ctx = mp.get_context("fork")
     todo = list(items)
     if not todo:
         return
     workers = max(1, min(int(workers), len(todo)))
+    limit = retire = None
+    if _memory.LIMIT is not None:
+        held = _memory.rss_bytes()
+        limit = held + max(1, (_memory.LIMIT - held) // workers)
+        retire = held + (limit - held) // 4
     nxt = 0
     running: dict = {}  # the parent's end of each child's pipe -> (child, index of its item)
+
+    def start(k: int) -> None:
+        mine, theirs = ctx.Pipe(duplex=True)
+        p = ctx.Process(target=_pool_child, args=(fn, todo, theirs, limit, retire), daemon=True)
+        p.start()
+        theirs.close()
+        mine.send(k)
+        running[mine] = (p, k)
+
     with _blas.one_thread():
         try:
             for _ in range(workers):
-                mine, theirs = ctx.Pipe(duplex=True)
-                p = ctx.Process(target=_pool_child, args=(fn, todo, theirs), daemon=True)
-                p.start()
-                theirs.close()
-                mine.send(nxt)
-                running[mine] = (p, nxt)
+                start(nxt)
                 nxt += 1
             while running:
                 for ready in wait(list(running)):
                     conn = cast(Connection, ready)
-                    p, k = running[conn]
+                    p, k = running.pop(conn)
                     try:
-                        ok, out = conn.recv()
+                        ok, out, leaving = conn.recv()
                     except EOFError:
                         p.join()
-                        ok, out = (
-                            False,
-                            RuntimeError(f"a worker process ended without a result (exit status {p.exitcode})"),
-                        )
+                        conn.close()
+                        raise RuntimeError(
+                            f"a worker process ended without a result (exit status {p.exitcode})"
+                        ) from None
                     if not ok:
+                        running[conn] = (p, k)  # still running: terminated below
                         raise out
-                    # the child's next item before this one's result is used: it works on while the caller reads
-                    if nxt < len(todo):
+                    # the next item goes out before this one's result is used: the child works on meanwhile
+                    if nxt < len(todo) and not leaving:
                         conn.send(nxt)
                         running[conn] = (p, nxt)
-                        nxt += 1
                     else:
-                        conn.send(None)
-                        del running[conn]
+                        if not leaving:
+                            conn.send(None)
                         conn.close()
                         p.join()
+                        if nxt < len(todo):
+                            start(nxt)
+                    if nxt < len(todo):
+                        nxt += 1
                     yield todo[k], out
         finally:
             for p, _ in running.values():
@@ -252,10 +266,14 @@ def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple
                 conn.close()
 
 
-def _pool_child(fn: Callable, items: list, conn) -> None:
-    """A child of :func:`fork_pool_map`: ``fn(items[k])`` for each index ``k`` it receives, until None."""
+def _pool_child(fn: Callable, items: list, conn, limit, retire) -> None:
+    """A child of :func:`fork_pool_map`: ``fn(items[k])`` for each index ``k`` it receives, until None, or until
+    its memory after an item stays above ``retire`` (it says so with that item's result, and leaves)."""
+    from .. import _memory
+
     code = 0
     try:
+        _memory.set_rss_limit(limit)
         while True:
             k = conn.recv()
             if k is None:
@@ -264,10 +282,14 @@ def _pool_child(fn: Callable, items: list, conn) -> None:
                 msg = (True, fn(items[k]))
             except BaseException as e:  # noqa: BLE001  (sent to the parent and raised there)
                 msg = (False, e)
+            leaving = retire is not None and _memory.rss_bytes() > retire
             try:
-                conn.send(msg)
+                conn.send(msg + (leaving,))
             except Exception as e:  # noqa: BLE001  (an exception or result that does not pickle)
-                conn.send((False, RuntimeError(f"a worker process could not send its result: {type(e).__name__}: {e}")))
+                err = RuntimeError(f"a worker process could not send its result: {type(e).__name__}: {e}")
+                conn.send((False, err, True))
+            if leaving:
+                break
     except BaseException:  # noqa: BLE001  (the parent sees the closed pipe)
         code = 1
     finally:

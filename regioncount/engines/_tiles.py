@@ -398,9 +398,8 @@ def count_tiled(
     ``workers`` (without ``client``): processes that run the tiles, forked from this one; 1 runs them here, one
     after the other. None (the default) runs the first tile here and, where the tiles left would take longer
     than :data:`PARALLEL_AFTER_S` at its pace (a large count), the rest on ``REGIONCOUNT_WORKERS`` processes, or
-    one per available core. Without a resident-memory limit (:mod:`regioncount._memory`) each worker runs tile
-    after tile; with one, each tile gets a fresh worker. Every worker's share of ``max_regions`` and of the
-    limit is its part of the whole, so the run stays within them. Only tile summaries travel back (their partitions too with
+    one per available core, each running tile after tile. Every worker's share of ``max_regions`` and of the
+    resident-memory limit (:mod:`regioncount._memory`) is its part of the whole, so the run stays within them. Only tile summaries travel back (their partitions too with
     ``keep``), and the counts do not depend on which process ran which tile.
     """
     t0 = time.perf_counter()
@@ -444,8 +443,7 @@ PARALLEL_AFTER_S = 0.5
 
 def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | None) -> Iterable[TileSummary]:
     """Tile summaries computed on this machine, in this process or on forked workers (see :func:`count_tiled`)."""
-    from .. import _memory
-    from ._fork import default_workers, fork_map, fork_pool_map
+    from ._fork import default_workers, fork_pool_map
 
     todo = list(parts)
     want = default_workers(workers)
@@ -468,10 +466,8 @@ def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | No
         i, t = item
         return summarise_tile(net, domain, i, t, grid, **wkw)
 
-    # without a memory limit the workers stay for tile after tile (warm memory, one fork each); with one, each tile
-    # gets a fresh child and its share of the limit afresh
-    run = fork_map if _memory.LIMIT is not None else fork_pool_map
-    for _, out in run(one, todo, want):
+    # the workers stay for tile after tile (warm memory, one fork each)
+    for _, out in fork_pool_map(one, todo, want):
         yield out
 
 

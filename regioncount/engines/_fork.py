@@ -271,52 +271,52 @@ def _pool_child(fn: Callable, items: list, conn, limit, retire) -> None:
     its memory after an item stays above ``retire`` (it says so with that item's result, and leaves)."""
     from .. import _memory
 
-    code = 0
-    try:
-        _memory.set_rss_limit(limit)
-        while True:
-            k = conn.recv()
-            if k is None:
-                break
-            try:
-                msg = (True, fn(items[k]))
-            except BaseException as e:  # noqa: BLE001  (sent to the parent and raised there)
-                msg = (False, e)
+    def serve() -> None:
+        while (k := conn.recv()) is not None:
+            msg = _result(fn, items[k])
             leaving = retire is not None and _memory.rss_bytes() > retire
-            try:
-                conn.send(msg + (leaving,))
-            except Exception as e:  # noqa: BLE001  (an exception or result that does not pickle)
-                err = RuntimeError(f"a worker process could not send its result: {type(e).__name__}: {e}")
-                conn.send((False, err, True))
+            _send(conn, msg, leaving)
             if leaving:
-                break
-    except BaseException:  # noqa: BLE001  (the parent sees the closed pipe)
-        code = 1
-    finally:
-        try:
-            conn.close()
-        finally:
-            os._exit(code)  # no teardown in a fork: the parent's finalisers and buffers are not the child's
+                return
+
+    _in_child(conn, limit, serve)
 
 
 def _child(fn: Callable, item, conn, limit) -> None:
+    """A child of :func:`fork_map`: ``fn(item)``, sent back."""
+    _in_child(conn, limit, lambda: _send(conn, _result(fn, item)))
+
+
+def _result(fn: Callable, item) -> tuple:
+    """``(True, fn(item))``, or ``(False, the exception it raised)`` for the parent to raise."""
+    try:
+        return True, fn(item)
+    except BaseException as e:  # noqa: BLE001  (sent to the parent and raised there)
+        return False, e
+
+
+def _send(conn, msg: tuple, *extra) -> None:
+    """``msg + extra`` through the pipe; a result or exception that does not pickle is sent as an error."""
+    try:
+        conn.send(msg + extra)
+    except Exception as e:  # noqa: BLE001  (an exception or result that does not pickle)
+        conn.send((False, RuntimeError(f"a worker process could not send its result: {type(e).__name__}: {e}")) + extra)
+
+
+def _in_child(conn, limit, body: Callable[[], None]) -> None:
+    """A forked child's life: its share ``limit`` of the memory limit, ``body()``, then an exit without the
+    interpreter's teardown (the parent's finalisers and buffers are not the child's). A child that fails outside
+    ``body``'s own error handling exits with status 1: the parent sees the closed pipe."""
     from .. import _memory
 
     code = 0
     try:
         _memory.set_rss_limit(limit)
-        try:
-            msg = (True, fn(item))
-        except BaseException as e:  # noqa: BLE001  (sent to the parent and raised there)
-            msg = (False, e)
-        try:
-            conn.send(msg)
-        except Exception as e:  # noqa: BLE001  (an exception or result that does not pickle)
-            conn.send((False, RuntimeError(f"a worker process could not send its result: {type(e).__name__}: {e}")))
+        body()
     except BaseException:  # noqa: BLE001  (the parent sees the closed pipe)
         code = 1
     finally:
         try:
             conn.close()
         finally:
-            os._exit(code)  # no teardown in a fork: the parent's finalisers and buffers are not the child's
+            os._exit(code)

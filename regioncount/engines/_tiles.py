@@ -399,8 +399,9 @@ def count_tiled(
     after the other. None (the default) runs the first tile here and, where the tiles left would take longer
     than :data:`PARALLEL_AFTER_S` at its pace (a large count), the rest on ``REGIONCOUNT_WORKERS`` processes, or
     one per available core, each running tile after tile. Every worker's share of ``max_regions`` and of the
-    resident-memory limit (:mod:`regioncount._memory`) is its part of the whole, so the run stays within them. Only tile summaries travel back (their partitions too with
-    ``keep``), and the counts do not depend on which process ran which tile.
+    resident-memory limit (:mod:`regioncount._memory`) is its part of the whole, so the run stays within them.
+    Only tile summaries travel back (their partitions too with ``keep``), and the counts do not depend on which
+    process ran which tile.
     """
     t0 = time.perf_counter()
     grid = tile_grid(tiles)

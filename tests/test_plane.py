@@ -334,6 +334,32 @@ def test_argmax_rounds_per_row_or_per_copy_give_the_same_floats(net, monkeypatch
     assert a.stats["predicates"] == b.stats["predicates"]
 
 
+def test_relu_outputs_mapped_per_child_or_by_corrections_give_the_same_partition(monkeypatch):
+    """A ReLU's lazy output is mapped either by one product per parent plus a rank-1 correction per crossing unit
+    on in a child, or by one product per child, whichever the cost model says is cheaper. The sums differ in their
+    order only, so the regions and codes must be the same and the maps within rounding of each other."""
+    import regioncount.engines._plane._maps as maps
+
+    net = random_mlp(2, [16, 16, 16, 1], seed=4)
+    dom = Box(-2, 2, 2)
+    parts, used = [], []
+    real = maps._corrections_pay
+    for choice in (True, False):
+        monkeypatch.setattr(maps, "_corrections_pay", lambda *a, c=choice: used.append(real(*a)) or c)
+        parts.append(partition_plane(net, dom))
+    a, b = parts
+    assert a.n_regions == b.n_regions > 100
+    assert len(used) >= 4  # both runs went through the choice, for hidden and output layers
+    assert a.codes.tobytes() == b.codes.tobytes()
+    np.testing.assert_allclose(a.maps, b.maps, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(a.vertices, b.vertices, rtol=0, atol=1e-12)
+    assert a.linear_regions() == b.linear_regions()
+    forward_check(b, net, dom)
+    # the model: a hidden 100 -> 100 layer whose children carry two corrections each is mapped child by child,
+    # an output layer by corrections
+    assert not real(2402, 794, 3695, 1, 100, 100) and real(9475, 8436, 1146, 1, 100, 1)
+
+
 @pytest.mark.parametrize("layout", ["paper", "compact"])
 def test_identical_query_rows_share_their_decision(layout):
     """A compiled Transformer's heads have one query on every token: the engine decides each head once and

@@ -30,7 +30,9 @@ class _Masked:
     def rows(self, sl) -> np.ndarray:
         R0, _, T, d = self.base.shape
         m = np.unpackbits(self.bits[sl], axis=1, count=T * d).reshape(-1, 1, T, d)
-        return self.base[self.parent[sl]] * m
+        x = self.base[self.parent[sl]]  # a fresh array: masked in place, by floats (a mixed-type product casts per
+        np.multiply(x, m.astype(np.float64), out=x)  # buffer: 2.5 times slower), the same products x * 1 and x * 0
+        return x
 
     @property
     def n(self) -> int:

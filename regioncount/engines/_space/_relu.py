@@ -77,7 +77,7 @@ def relu(eng: _Engine, A: np.ndarray):
     bits = st.extra["bits"][: st.n].copy()
     mask = np.unpackbits(bits, axis=1, count=D).reshape(-1, 1, T, d)
     out = A[par]
-    out *= mask
+    out *= mask.astype(np.float64)  # by floats: a mixed-type product casts per buffer (the same products)
     return out, ("bits", D, bits)
 
 

@@ -282,6 +282,8 @@ def _affine(A, op: Affine, bd: _Bounds):
             for lo in range(0, A.n, step):
                 x = A.rows(slice(lo, lo + step))
                 np.matmul(x.reshape(-1, d), W.T, out=out[lo : lo + step].reshape(-1, d_out))
+                _add_bias(out[lo : lo + step], bb)  # while the chunk is in cache
+            biased = True
     if not biased:
         _add_bias(out, bb)
     bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)

@@ -340,7 +340,7 @@ def test_relu_outputs_mapped_per_child_or_by_corrections_give_the_same_partition
     order only, so the regions and codes must be the same and the maps within rounding of each other."""
     import regioncount.engines._plane._maps as maps
 
-    net = random_mlp(2, [16, 16, 16, 1], seed=4)
+    net = random_mlp(2, [16, 16, 16], seed=4)
     dom = Box(-2, 2, 2)
     parts, used = [], []
     real = maps._corrections_pay

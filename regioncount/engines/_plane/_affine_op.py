@@ -74,9 +74,12 @@ def tightened(A, bd: _Bounds, reads: np.ndarray | None = None) -> _Bounds:
         off = ~np.any(A.fixed | A.cross, axis=0).reshape(bd.hb.shape)
         if not off.any():
             return bd
-        zero = lambda x, v: np.where(off, v, x)  # noqa: E731
         return dataclasses.replace(
-            bd, hb=zero(bd.hb, 0.0), hu=zero(bd.u_bound(), 0.0), eb=zero(eb, 0.0), ge=zero(ge, ZERO_G)
+            bd,
+            hb=np.where(off, 0.0, bd.hb),
+            hu=np.where(off, 0.0, bd.u_bound()),
+            eb=np.where(off, 0.0, eb),
+            ge=np.where(off, ZERO_G, ge),
         )
     elif isinstance(A, _Tokens):
         mags = [_magnitudes(p, None, cols) for p in A.parts]

@@ -7,10 +7,10 @@ child sees the parent's state as it was at the fork), at most ``workers`` at a t
 interpreter's teardown; an exception it raises is sent back and raised here; a child that dies without a result
 (killed, out of memory) raises :class:`RuntimeError` here instead of hanging. On any error, or an interrupt,
 the children still running are terminated. :func:`fork_pool_map` does the same on children forked once, each
-running item after item (warm memory: the tiles of a tiled count). A process that has imported JAX does not fork (:func:`can_fork`). Each
-child gets its share of the resident-memory limit
-(:mod:`regioncount._memory`): what this process holds now plus its part of what is left. The rule by which the
-plane and space engines cut a mid-sized store for the workers is here too (:data:`MID_MIN`).
+running item after item (warm memory: the tiles of a tiled count). A process that has imported JAX does not fork
+(:func:`can_fork`). Each child gets its share of the resident-memory limit (:mod:`regioncount._memory`): what this
+process holds now plus its part of what is left. The rule by which the plane and space engines cut a mid-sized
+store for the workers is here too (:data:`MID_MIN`).
 """
 
 from __future__ import annotations
@@ -138,10 +138,7 @@ def fork_map(fn: Callable, items: Iterable, workers: int, here: Callable | None 
     if not mine:
         here = None
     workers = max(1, min(int(workers) - len(mine), len(todo)))
-    limit = None
-    if _memory.LIMIT is not None:
-        held = _memory.rss_bytes()
-        limit = held + max(1, (_memory.LIMIT - held) // (workers + len(mine)))
+    limit = _share(workers + len(mine))[1]
     running: dict = {}
     # one BLAS thread here and in the children while they run: the processes are the parallel work (see _blas)
     with _blas.one_thread():
@@ -170,10 +167,7 @@ def fork_map(fn: Callable, items: Iterable, workers: int, here: Callable | None 
                     try:
                         ok, out = conn.recv()
                     except EOFError:
-                        ok, out = (
-                            False,
-                            RuntimeError(f"a worker process ended without a result (exit status {p.exitcode})"),
-                        )
+                        ok, out = False, _ended(p)
                     finally:
                         conn.close()
                         p.join()
@@ -181,11 +175,7 @@ def fork_map(fn: Callable, items: Iterable, workers: int, here: Callable | None 
                         raise out
                     yield item, out
         finally:
-            for _, p in running.values():
-                p.terminate()
-            for r, (_, p) in running.items():
-                p.join()
-                r.close()
+            _stop(running)
 
 
 def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple]:
@@ -201,20 +191,17 @@ def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
-    from .. import _blas, _memory
+    from .. import _blas
 
     ctx = mp.get_context("fork")
     todo = list(items)
     if not todo:
         return
     workers = max(1, min(int(workers), len(todo)))
-    limit = retire = None
-    if _memory.LIMIT is not None:
-        held = _memory.rss_bytes()
-        limit = held + max(1, (_memory.LIMIT - held) // workers)
-        retire = held + (limit - held) // 4
+    held, limit = _share(workers)
+    retire = None if limit is None else held + (limit - held) // 4
     nxt = 0
-    running: dict = {}  # the parent's end of each child's pipe -> (child, index of its item)
+    running: dict = {}  # the parent's end of each child's pipe -> (index of its item, child)
 
     def start(k: int) -> None:
         mine, theirs = ctx.Pipe(duplex=True)
@@ -222,7 +209,7 @@ def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple
         p.start()
         theirs.close()
         mine.send(k)
-        running[mine] = (p, k)
+        running[mine] = (k, p)
 
     with _blas.one_thread():
         try:
@@ -232,22 +219,20 @@ def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple
             while running:
                 for ready in wait(list(running)):
                     conn = cast(Connection, ready)
-                    p, k = running.pop(conn)
+                    k, p = running.pop(conn)
                     try:
                         ok, out, leaving = conn.recv()
                     except EOFError:
                         p.join()
                         conn.close()
-                        raise RuntimeError(
-                            f"a worker process ended without a result (exit status {p.exitcode})"
-                        ) from None
+                        raise _ended(p) from None
                     if not ok:
-                        running[conn] = (p, k)  # still running: terminated below
+                        running[conn] = (k, p)  # still running: terminated below
                         raise out
                     # the next item goes out before this one's result is used: the child works on meanwhile
                     if nxt < len(todo) and not leaving:
                         conn.send(nxt)
-                        running[conn] = (p, nxt)
+                        running[conn] = (nxt, p)
                     else:
                         if not leaving:
                             conn.send(None)
@@ -259,11 +244,32 @@ def fork_pool_map(fn: Callable, items: Iterable, workers: int) -> Iterator[tuple
                         nxt += 1
                     yield todo[k], out
         finally:
-            for p, _ in running.values():
-                p.terminate()
-            for conn, (p, _) in running.items():
-                p.join()
-                conn.close()
+            _stop(running)
+
+
+def _share(n: int) -> tuple[int, int | None]:
+    """This process's resident memory now and each of ``n`` workers' share of the limit: what it holds plus its
+    part of what is left (None without a limit)."""
+    from .. import _memory
+
+    if _memory.LIMIT is None:
+        return 0, None
+    held = _memory.rss_bytes()
+    return held, held + max(1, (_memory.LIMIT - held) // n)
+
+
+def _ended(p) -> RuntimeError:
+    """The error for a child that closed its pipe without a result (killed, out of memory)."""
+    return RuntimeError(f"a worker process ended without a result (exit status {p.exitcode})")
+
+
+def _stop(running: dict) -> None:
+    """Terminate the children still running (``pipe end -> (item, child)``) and close their pipes."""
+    for _, p in running.values():
+        p.terminate()
+    for conn, (_, p) in running.items():
+        p.join()
+        conn.close()
 
 
 def _pool_child(fn: Callable, items: list, conn, limit, retire) -> None:

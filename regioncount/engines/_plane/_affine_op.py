@@ -50,9 +50,9 @@ def _magnitudes(
 def tightened(A, bd: _Bounds, reads: np.ndarray | None = None) -> _Bounds:
     """``bd`` with its magnitude bounds ``hb`` and ``hu`` lowered to the largest coefficient magnitudes of the
     float maps ``A`` (dense ``(R, 3, T, d)`` or :class:`_Tokens`; of a :class:`_Masked` only the units off on every
-    region, which are zero). Rigorous: the rounding
-    error of a float sum of products is bounded by the magnitudes of the floats it adds (Higham 2002, Thm 3.1),
-    and ``eb`` still bounds their distance from the exact coefficients. Zero stays zero.
+    region, which are zero). Rigorous: the rounding error of a float sum of products is bounded by the magnitudes
+    of the floats it adds (Higham 2002, Thm 3.1), and ``eb`` still bounds their distance from the exact
+    coefficients. Zero stays zero.
 
     ``reads``: the columns the op reads (those with a nonzero weight); only those are tightened. An op uses the
     bounds only through products with its weights' magnitudes, where an unread column adds ``bound * 0 = +0``

@@ -30,8 +30,10 @@ class _Masked:
     def rows(self, sl) -> np.ndarray:
         R0, _, T, d = self.base.shape
         m = np.unpackbits(self.bits[sl], axis=1, count=T * d).reshape(-1, 1, T, d)
-        x = self.base[self.parent[sl]]  # a fresh array: masked in place, by floats (a mixed-type product casts per
-        np.multiply(x, m.astype(np.float64), out=x)  # buffer: 2.5 times slower), the same products x * 1 and x * 0
+        # a fresh array, masked in place by the bits as floats: the same products x * 1 and x * 0 as by the uint8
+        # bits, whose mixed-type product casts per buffer (2.5 times slower)
+        x = self.base[self.parent[sl]]
+        np.multiply(x, m.astype(np.float64), out=x)
         return x
 
     @property

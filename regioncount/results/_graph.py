@@ -14,9 +14,17 @@ def n_labels(labels: np.ndarray) -> int:
 
 def shared(labels: np.ndarray) -> np.ndarray:
     """``(n,)`` bool: the entries of ``labels (n,)`` whose value another entry also takes."""
-    s = np.sort(labels)
-    dup = s[1:][s[1:] == s[:-1]]  # repeats allowed: isin asks membership (np.unique would import numpy.ma, 7 ms)
-    return np.isin(labels, dup) if dup.size else np.zeros(labels.shape, bool)
+    # a sort and its neighbours, not np.isin: isin (and np.unique) import numpy.ma, 7 ms of a command's start-up
+    order = np.argsort(labels)  # any order of equal values marks the same entries
+    s = labels[order]
+    eq = s[1:] == s[:-1]
+    out = np.zeros(labels.shape, bool)
+    if eq.any():
+        mark = np.zeros(labels.shape, bool)
+        mark[1:] = eq
+        mark[:-1] |= eq
+        out[order] = mark
+    return out
 
 
 def _components(n: int, E: np.ndarray) -> np.ndarray:

@@ -188,3 +188,27 @@ def test_the_unsafe_fall_throughs_raise():
         pr.op_key(NotAnOp())
     with pytest.raises(TypeError):
         Program(1, 2, (NotAnOp(),))
+
+
+def test_live_entries_follow_what_each_op_reads():
+    """The entries of each op's output that something after it reads: the program's output is row ``out_token``;
+    an affine map reads, per live token, the columns with a nonzero weight in a live row; a residual reads what
+    is read of its output and what its body reads; an op that decides (ReLU) reads every entry it takes in."""
+    W0 = np.ones((3, 2))
+    Wu = np.array([[1.0, 0, 0], [0, 0, 1.0]])  # reads columns 0 and 2
+    Wd = np.array([[0, 0.0], [2.0, 0], [0, 3.0]])  # column 1 of the stream from unit 0, column 2 from unit 1
+    Wf = np.array([[0, 1.0, 0]])  # the output reads column 1 of the stream
+    first, up, relu, down = Affine(W0, np.zeros(3)), Affine(Wu, np.zeros(2)), ReLU(), Affine(Wd, np.zeros(3))
+    final = Affine(Wf, np.zeros(1))
+    res = Residual((up, relu, down))
+    live = _ops.live_entries(Program(2, 2, (first, res, final), out_token=1))
+    np.testing.assert_array_equal(live[id(final)], [[False], [True]])
+    np.testing.assert_array_equal(live[id(res)], [[False] * 3, [False, True, False]])
+    np.testing.assert_array_equal(live[id(down)], live[id(res)])  # the body's output is added to what is read
+    np.testing.assert_array_equal(live[id(relu)], [[False, False], [True, False]])  # row 1 of Wd reads unit 0
+    assert live[id(up)].all()  # the ReLU decides on every unit of every token
+    # the residual reads columns 0 and 2 of both tokens (through Wu) and column 1 of the output token
+    np.testing.assert_array_equal(live[id(first)], [[True, False, True], [True, True, True]])
+    # the default: an op that decides reads all of its input, whatever is read of its output
+    assert ReLU().reads(np.zeros((2, 3), bool), 3).all()
+    np.testing.assert_array_equal(up.reads(np.array([[True, False], [False, False]]), 3), [[1, 0, 0], [0, 0, 0]])

@@ -387,6 +387,32 @@ def test_identical_query_rows_share_their_decision(layout):
     assert n_att == 2 and pos == part.code_length
 
 
+@pytest.mark.parametrize("layout", ["paper", "compact"])
+def test_entries_nothing_reads_are_left_out_with_the_same_partition(layout, monkeypatch):
+    """After a compiled Transformer's last decision only the output token's few read columns are computed
+    (``live_entries``, kept apart as ``_Live``): the regions, codes and vertices are those of the run that
+    computes every entry, and the output maps the same up to the order of their sums."""
+    import regioncount.engines._plane._affine_op as affine_op
+    import regioncount.engines._plane._driver as driver
+    from regioncount.theory._compile import compile_maxout
+
+    tf = compile_maxout(random_maxout(2, (4, 3), 3, seed=1), -1.0, 2.0, layout)
+    dom = Box(-1, 2, 2)
+    calls: list = []
+    real = affine_op.affine_live
+    monkeypatch.setattr(affine_op, "affine_live", lambda *a: calls.append(a[1].W.shape) or real(*a))
+    part = partition_plane(tf, dom)
+    assert calls and (1, tf.lower().ops[-1].W.shape[1]) in calls  # the output affine at least took the cut
+    monkeypatch.setattr(driver, "live_entries", lambda program: {})
+    full = partition_plane(tf, dom)
+    assert part.n_regions == full.n_regions > 10
+    assert part.codes.tobytes() == full.codes.tobytes()
+    np.testing.assert_array_equal(part.vertices, full.vertices)
+    np.testing.assert_allclose(part.maps, full.maps, rtol=1e-12, atol=1e-13)
+    assert part.linear_regions() == full.linear_regions()
+    forward_check(part, tf, dom)
+
+
 def test_queries_differing_on_one_parent_are_not_merged():
     from regioncount.engines._plane import _same_units
 

@@ -161,6 +161,13 @@ class _Facts:
     def width_out(self, width_in: int) -> int:
         return width_in
 
+    def reads(self, live: np.ndarray, width_in: int) -> np.ndarray:
+        """The entries ``(T, width_in)`` of its input it reads, given the entries ``live (T, width_out)`` of its
+        output that are read after it. By default every entry: an op that decides anything decides on each
+        entry of its input (a ReLU's bit, a group's argmax, attention's scores over every token), whatever is
+        read of its output."""
+        return np.ones((live.shape[0], width_in), bool)
+
     def form_spec(self) -> tuple | None:
         """None: the op runs as itself and the code it records is the engines' code. An op that lowering
         rewrites into other ops (:class:`PiecewiseLinear`) says here how its form's code gives its own."""
@@ -189,6 +196,11 @@ class Affine(_Facts):
 
     def spans(self, Z: Span, D: Span, tokens: int) -> tuple[Span, Span]:
         return Z.map(self.W.T), D.map(self.W.T)
+
+    def reads(self, live: np.ndarray, width_in: int) -> np.ndarray:
+        """Per token, the input columns with a nonzero weight in one of its live outputs (it decides nothing)."""
+        nz = self.W != 0
+        return (live.astype(np.int64) @ nz.astype(np.int64)) > 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -374,6 +386,10 @@ class Residual(_Facts):
         if w != width_in:
             raise ValueError(f"residual body maps width {width_in} to {w}")
         return width_in
+
+    def reads(self, live: np.ndarray, width_in: int) -> np.ndarray:
+        """What is read of its output is read of its input (``H + body(H)``), and what its body reads."""
+        return live | _reads_of(self.body, live, width_in, None)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -753,6 +769,38 @@ def walk_widths(program: Program) -> list[tuple[Op, int, int]]:
         return width
 
     visit(program.ops, program.input_dim)
+    return out
+
+
+def _reads_of(ops, live: np.ndarray, width_in: int, out: dict[int, np.ndarray] | None) -> np.ndarray:
+    """The entries of the input of the op sequence ``ops`` (input width ``width_in``) that it reads when the
+    entries ``live`` of its output are read after it; ``out``: collects each op's live output entries by id."""
+    widths = [width_in]
+    for op in ops:
+        widths.append(op.width_out(widths[-1]))
+    for op, w_in in zip(reversed(ops), reversed(widths[:-1]), strict=True):
+        if out is not None:
+            key = id(op)  # an op object used twice is live where either use is
+            out[key] = live | out[key] if key in out else live.copy()
+            if isinstance(op, Residual):
+                _reads_of(op.body, live, w_in, out)
+        live = op.reads(live, w_in)
+    return live
+
+
+def live_entries(program: Program) -> dict[int, np.ndarray]:
+    """Per op of ``program`` (by ``id``, residuals and their bodies' ops included): the entries ``(T, width_out)`` of
+    its output that a later op or the output reads (the output is row ``out_token`` of the last op's). An engine
+    may leave the other entries out of the maps it computes: nothing reads them. Every entry an op that decides
+    something takes in is read (:meth:`_Facts.reads`), so only maps after the last decision (the affine tail of a
+    Transformer, where one token is the output) have entries nothing reads."""
+    width = program.input_dim
+    for op in program.ops:
+        width = op.width_out(width)
+    live = np.zeros((program.tokens, width), bool)
+    live[program.out_token] = True
+    out: dict[int, np.ndarray] = {}
+    _reads_of(program.ops, live, program.input_dim, out)
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..._predicates import EPS, ZERO_G
 from ...networks._ops import Affine
 from ._kernels import KERNELS, leaf
-from ._maps import _affine, _Bounds, _Masked, _Tokens
+from ._maps import _affine, _Bounds, _Live, _Masked, _Tokens, affine_live, live_cut
 
 #: Floats per chunk of :func:`_magnitudes`: its five passes over a chunk stay in the cache (a 10,922-region batch of
 #: the Thm 4.4 Transformer's maps: 8.7-13 ms with chunks of 2^18 floats, 3.7 ms with 2^15; the same maxima).
@@ -47,7 +47,7 @@ def _magnitudes(
     return full * (1 + 4 * EPS), u * (1 + 4 * EPS)
 
 
-def tightened(A, bd: _Bounds, reads: np.ndarray | None = None) -> _Bounds:
+def tightened(A, bd: _Bounds, reads: np.ndarray | None = None, toks=None) -> _Bounds:
     """``bd`` with its magnitude bounds ``hb`` and ``hu`` lowered to the largest coefficient magnitudes of the
     float maps ``A`` (dense ``(R, 3, T, d)`` or :class:`_Tokens`; of a :class:`_Masked` only the units off on every
     region, which are zero). Rigorous: the rounding error of a float sum of products is bounded by the magnitudes
@@ -56,7 +56,10 @@ def tightened(A, bd: _Bounds, reads: np.ndarray | None = None) -> _Bounds:
 
     ``reads``: the columns the op reads (those with a nonzero weight); only those are tightened. An op uses the
     bounds only through products with its weights' magnitudes, where an unread column adds ``bound * 0 = +0``
-    (the bounds are finite): it computes the same floats, and the maps' other columns are not read here."""
+    (the bounds are finite): it computes the same floats, and the maps' other columns are not read here.
+
+    ``toks`` (dense maps only): only those tokens are read and tightened (an op that computes only some tokens'
+    outputs, :func:`~._maps.live_cut`); the others keep their bounds."""
     eb, ge = bd.eb, bd.ge
     d = bd.hb.shape[-1]
     # the run of columns from the first read to the last (a view; the columns between that the op does not read
@@ -86,8 +89,19 @@ def tightened(A, bd: _Bounds, reads: np.ndarray | None = None) -> _Bounds:
         full = np.stack([mags[c][0] for c in A.cls])
         u = np.stack([mags[c][1] for c in A.cls])
     else:
-        if A.shape[0] == 0:
+        if A.n == 0 if isinstance(A, _Live) else A.shape[0] == 0:
             return bd
+        if isinstance(A, _Live):  # the entries it keeps (the others are +0: their bounds stay)
+            full, u = _magnitudes(A.vals)
+            ti, ci = A.toks[:, None], A.cols[None, :]
+        elif toks is not None:
+            full, u = _magnitudes(A[:, :, toks], None, cols)
+            ti, ci = toks[:, None], np.arange(d)[cols][None, :]
+        if isinstance(A, _Live) or toks is not None:
+            hb, hu = bd.hb.copy(), bd.u_bound().copy()
+            hb[ti, ci] = np.minimum(hb[ti, ci], full)
+            hu[ti, ci] = np.minimum(hu[ti, ci], u)
+            return dataclasses.replace(bd, hb=hb, hu=hu)
         full, u = _magnitudes(A, None, cols)
     if cols == slice(None):
         hb = np.minimum(bd.hb, full)
@@ -106,5 +120,13 @@ def affine(eng, op: Affine, A, bd: _Bounds):
     # an affine op that reads a ReLU's output directly: which of its outputs are exactly zero on a region
     # follows from the region's bits (see the GroupMax splitter)
     eng._after_relu = op if isinstance(A, _Masked) else None
+    cut = live_cut(eng.live.get(id(op)))
+    if cut is not None:  # most of its output is read by nothing after it: only the rest, kept apart (_Live)
+        toks, cols = cut
+        reads = np.flatnonzero(np.any(op.W[cols] != 0, axis=0))
+        A, bd = affine_live(A, op, tightened(A, bd, reads, None if isinstance(A, _Masked) else toks), toks, cols)
+        return A, bd, [], None
+    if isinstance(A, _Live):
+        A = A.full()
     A, bd = _affine(A, op, tightened(A, bd, np.flatnonzero(np.any(op.W != 0, axis=0))))
     return A, bd, [], None

@@ -16,7 +16,7 @@ from ..._magnitude import check_magnitudes
 from ..._memory import check_rss
 from ..._predicates import EPS, INEXACT_G, column_granularity, exact_frame_error, sum_bounds
 from ...networks import check_domain, lower, walk_widths
-from ...networks._ops import Affine, Program, Residual
+from ...networks._ops import Affine, Program, Residual, live_entries
 from ...results._partition import Partition
 from .. import _fork
 from .._exact import ExactMap
@@ -24,7 +24,7 @@ from .._fork import default_workers, mid_cuts, restoring, run_job, splits_region
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
-from ._maps import _Added, _Bounds, _materialise, _take_rows, _Tokens
+from ._maps import _Added, _Bounds, _Live, _materialise, _take_rows, _Tokens, live_cut
 from ._polygon import _FIRST_TAG, _areas
 from ._predicates import _Decisions
 from ._store import _Store
@@ -98,6 +98,9 @@ class _Engine(_Decisions):
         self._shown = 0
         st.cap_check = self.cap_check
         self._after_relu: Affine | None = None
+        #: per op (by id), the entries of its output that something after it reads (an affine op or a residual
+        #: computes only those where they are few: the affine tail of a Transformer)
+        self.live = live_entries(program)
         self.in_worker = False  # a forked worker runs its batches itself
         self.cut_once = False  # the store has been cut into batches (the mid-sized cut or BATCH): no cut after
 
@@ -244,7 +247,9 @@ class _Engine(_Decisions):
     def _finish(self, A, bd: _Bounds) -> _Piece:
         st = self.st
         R = st.n
-        A = _materialise(A)
+        t = self.program.out_token
+        kept = A.token(t) if isinstance(A, _Live) else None  # the output token kept whole: no full maps
+        maps = kept if kept is not None else _materialise(A)[:, :, t, :]
         nv = st.nv[:R].copy()
         valid = np.arange(st.M) < nv[:, None]
         piece = _Piece(
@@ -253,9 +258,9 @@ class _Engine(_Decisions):
             st.tag[:R][valid],
             st.R[:R][valid],
             _areas(st.V[:R]),
-            np.ascontiguousarray(A[:, :, self.program.out_token, :]),
+            np.ascontiguousarray(maps),
             [(kind, w, a.copy()) for kind, w, a in self.blocks],
-            np.asarray(bd.eb[self.program.out_token], np.float64).copy(),
+            np.asarray(bd.eb[t], np.float64).copy(),
         )
         self.finished += R
         del self.st  # the next batch sets its own store
@@ -280,7 +285,18 @@ def residual(eng: _Engine, op: Residual, A, bd: _Bounds):
     A_in, bd_in = _materialise(A), bd
     A_b, bd_b, par = eng.run(op.body, A_in, bd)
     same = par.size == A_in.shape[0] and np.array_equal(par, np.arange(par.size))
-    if isinstance(A_b, _Tokens):
+    cut = None if isinstance(A_b, _Tokens) else live_cut(eng.live.get(id(op)))
+    if cut is not None:
+        # most of its output is read by nothing after it: only the rest is added, and kept apart (_Live)
+        toks, cols = cut
+        ti, ci = toks[:, None], cols[None, :]
+        x = A_in[:, :, ti, ci][par]
+        if isinstance(A_b, _Live) and np.array_equal(A_b.toks, toks) and np.array_equal(A_b.cols, cols):
+            x += A_b.vals  # x + y == y + x exactly
+        else:
+            x += _materialise(A_b)[:, :, ti, ci]
+        A = _Live(x, toks, cols, A_in.shape[2], A_in.shape[3])
+    elif isinstance(A_b, _Tokens):
         if not same:  # kept lazy (see _Added): a batched count gathers its batches' rows only
             A = _Added(A_in, par, A_b)
         else:

@@ -101,7 +101,7 @@ class _Added:
 def _materialise(A) -> np.ndarray:
     if isinstance(A, _Masked):
         return A.rows(slice(None))
-    if isinstance(A, (_Tokens, _Added)):
+    if isinstance(A, (_Tokens, _Added, _Live)):
         return A.full()
     return A
 
@@ -293,12 +293,119 @@ def _affine(A, op: Affine, bd: _Bounds):
     return out, bd_out
 
 
+#: The largest fraction of an op's output entries that may be live for :func:`live_cut` to leave the rest out (where
+#: most are live, computing every entry costs about as much, and keeps the maps' usual paths).
+_LIVE_MAX = 0.5
+
+
+def live_cut(live: np.ndarray | None):
+    """The tokens and columns ``(toks, cols)`` of an op's output to compute, from its live entries ``live (T, d)``
+    (:func:`~regioncount.networks._ops.live_entries`): the live tokens, and every column live in one of them
+    (sorted indices); None where every entry is computed (``live`` None, or most entries live)."""
+    if live is None or live.sum() > _LIVE_MAX * live.size:
+        return None
+    return np.flatnonzero(live.any(axis=1)), np.flatnonzero(live.any(axis=0))
+
+
+@dataclasses.dataclass
+class _Live:
+    """Maps of which only the entries ``[:, :, toks, cols]`` are kept, as ``vals (R, 3, k, c)``: the others are read
+    by nothing after the op that made them (:func:`live_cut`), and count as +0."""
+
+    vals: np.ndarray
+    toks: np.ndarray
+    cols: np.ndarray
+    T: int
+    d: int
+
+    @property
+    def n(self) -> int:
+        return self.vals.shape[0]
+
+    def full(self) -> np.ndarray:
+        out = np.zeros((self.n, 3, self.T, self.d))
+        out[:, :, self.toks[:, None], self.cols[None, :]] = self.vals
+        return out
+
+    def token(self, t: int) -> np.ndarray | None:
+        """Token ``t``'s maps ``(R, 3, d)`` where they are kept whole (every column), else None."""
+        if self.cols.size != self.d or t not in self.toks:  # cols are sorted: all of them is arange(d)
+            return None
+        return self.vals[:, :, int(np.searchsorted(self.toks, t))]
+
+
+def _in_live(A, toks: np.ndarray, reads: np.ndarray):
+    """For an affine op computing tokens ``toks`` from columns ``reads`` of ``A``: the maps to read them from (a
+    :class:`_Live` that keeps them all, else dense or :class:`_Masked` maps), and the columns those rows hold."""
+    if not isinstance(A, _Live):
+        return A, None
+    if np.isin(toks, A.toks).all() and np.isin(reads, A.cols).all():
+        return A, A.cols
+    return A.full(), None
+
+
+def _rows_at(A, lo: int, hi: int, toks: np.ndarray, base_t: np.ndarray | None) -> np.ndarray:
+    """Rows ``lo:hi`` of the maps ``A`` (dense, :class:`_Masked` or :class:`_Live`), tokens ``toks`` only: a fresh
+    array. For a :class:`_Masked`, ``base_t`` is its parents' maps of those tokens (``base[:, :, toks]``); a
+    :class:`_Live` gives the columns it keeps."""
+    if isinstance(A, _Live):
+        pos = np.searchsorted(A.toks, toks)  # toks are kept (_in_live), and both are sorted
+        return A.vals[lo:hi][:, :, pos]
+    if not isinstance(A, _Masked):
+        return A[lo:hi][:, :, toks]
+    T, d = A.base.shape[2:]
+    m = np.unpackbits(A.bits[lo:hi], axis=1, count=T * d).reshape(-1, 1, T, d)[:, :, toks]
+    assert base_t is not None
+    x = base_t[A.parent[lo:hi]]
+    np.multiply(x, m.astype(np.float64), out=x)  # x * 1 and x * 0, as in _Masked.rows
+    return x
+
+
+def affine_live(A, op: Affine, bd: _Bounds, toks: np.ndarray, cols: np.ndarray) -> tuple[_Live, _Bounds]:
+    """:func:`_affine` for the entries ``[:, :, toks, cols]`` of its output alone (:func:`live_cut`), kept as a
+    :class:`_Live`; the others keep their bounds. Each computed entry is its token's row times its weight row, plus
+    its bias, as in :func:`_affine`, but over the columns its input keeps (the others meet a zero weight): rigorous
+    under the same bounds, whatever order the products are summed in (Higham 2002, Thm 3.1). ``bd``: the input's
+    bounds, already tightened."""
+    W, b = op.W, op.b
+    if isinstance(A, _Tokens):
+        A = A.full()
+    A, held = _in_live(A, toks, np.flatnonzero(np.any(W[cols] != 0, axis=0)))
+    if isinstance(A, _Masked):
+        n, (T, d) = A.n, A.base.shape[2:]
+    elif isinstance(A, _Live):
+        n, T, d = A.n, A.T, A.d
+    else:
+        n, _, T, d = A.shape
+    Wc = W[cols] if held is None else W[cols][:, held]
+    Wt = np.ascontiguousarray(Wc.T)
+    c = Wc.shape[0]
+    bc = (b[toks][:, cols] if b.ndim == 2 else b[cols][None, :]).reshape(1, -1, c)  # (1, k or 1, c)
+    base_t = None
+    if isinstance(A, _Masked):  # one token (the output's): a view, gathered row by row below; else a copy
+        base_t = A.base[:, :, toks[0] : toks[0] + 1] if toks.size == 1 else A.base[:, :, toks]
+    out = np.empty((n, 3, toks.size, c))
+    step = max(1, _CHUNK // max(1, 3 * toks.size * max(d, c)))
+    for lo in range(0, n, step):
+        x = _rows_at(A, lo, lo + step, toks, base_t)
+        y = out[lo : lo + step]
+        np.matmul(x.reshape(-1, x.shape[-1]), Wt, out=y.reshape(-1, c))
+        y[:, 2] += bc
+    hb, eb, ge = affine_bounds(bd.hb, bd.eb, bd.ge, W, b)
+    # same_u is dropped: the entries left out are +0, whatever the exact maps' u coefficients are
+    bd_out = _Bounds(hb, eb, ge, False, bd.u_bound() @ np.abs(W).T)
+    bd_out.check_finite()
+    return _Live(out, toks, cols, T, W.shape[0]), bd_out
+
+
 def _take_rows(A, lo: int, hi: int):
     """Rows ``lo:hi`` of the maps (a lazy ReLU output keeps only the parents those rows need)."""
     if isinstance(A, _Tokens):
         return _Tokens([p[lo:hi] for p in A.parts], A.cls, A.cols)
     if isinstance(A, _Added):
         return _Added(A.base, A.parent[lo:hi], _take_rows(A.tokens, lo, hi))
+    if isinstance(A, _Live):
+        return _Live(A.vals[lo:hi], A.toks, A.cols, A.T, A.d)
     if not isinstance(A, _Masked):
         return A[lo:hi]
     plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1

@@ -398,11 +398,18 @@ def test_entries_nothing_reads_are_left_out_with_the_same_partition(layout, monk
 
     tf = compile_maxout(random_maxout(2, (4, 3), 3, seed=1), -1.0, 2.0, layout)
     dom = Box(-1, 2, 2)
+    import regioncount.engines._plane._relu as relu
+
     calls: list = []
     real = affine_op.affine_live
     monkeypatch.setattr(affine_op, "affine_live", lambda *a: calls.append(a[1].W.shape) or real(*a))
+    settled: list = []
+    real_whole = relu._all_whole
+    monkeypatch.setattr(relu, "_all_whole", lambda *a: settled.append(1) or real_whole(*a))
     part = partition_plane(tf, dom)
     assert calls and (1, tf.lower().ops[-1].W.shape[1]) in calls  # the output affine at least took the cut
+    # the paper layout ends in a feed-forward block of clipping units, settled before their maps are formed
+    assert len(settled) == (layout == "paper")
     monkeypatch.setattr(driver, "live_entries", lambda program: {})
     full = partition_plane(tf, dom)
     assert part.n_regions == full.n_regions > 10
@@ -411,6 +418,43 @@ def test_entries_nothing_reads_are_left_out_with_the_same_partition(layout, monk
     np.testing.assert_allclose(part.maps, full.maps, rtol=1e-12, atol=1e-13)
     assert part.linear_regions() == full.linear_regions()
     forward_check(part, tf, dom)
+
+
+def test_units_settled_from_the_input_extremes_agree_with_the_formed_maps():
+    """A ReLU after an unformed affine output may settle every unit from the extremes of the affine's input over
+    the regions (``_whole_by_intervals``): where it does, each unit's sign is the one the formed maps prove
+    (``_whole_units``), and where a unit crosses the square, or the error bounds are too wide, it settles none."""
+    from regioncount.engines._plane._maps import _Bounds, _Deferred
+    from regioncount.engines._plane._relu import _whole_by_intervals, _whole_units
+    from regioncount.networks import Affine
+
+    rng = np.random.default_rng(3)
+    T, d, D = 2, 4, 5
+    X = rng.uniform(-1, 1, (60, 3, T, d)) * np.array([0.1, 0.1, 1.0])[None, :, None, None]
+    W = rng.normal(size=(D, d))
+    b = np.array([9.0, 12.0, -10.0, 8.0, -15.0])  # far from every kink on the square
+
+    def bounds(e):
+        return _Bounds(np.full((T, d), 2.0), np.full((T, d), e), np.full((T, d), -1074))
+
+    def formed(op, e):
+        Y = X @ op.W.T
+        Y[:, 2] += op.b
+        err = np.abs(op.W).sum(axis=1) * e * 2 + 1e-12  # a bound on each formed coefficient's error
+        return _whole_units(Y.reshape(60, 3, T * D), np.tile(err, T))
+
+    op = Affine(W, b)
+    got = _whole_by_intervals(_Deferred(X, op, bounds(1e-12)))
+    assert got is not None
+    pos, neg = got
+    np.testing.assert_array_equal(pos, np.tile(b > 0, T))
+    np.testing.assert_array_equal(neg, np.tile(b < 0, T))
+    ref_pos, ref_neg = formed(op, 1e-12)
+    np.testing.assert_array_equal(pos, ref_pos)
+    np.testing.assert_array_equal(neg, ref_neg)
+    assert _whole_by_intervals(_Deferred(X, Affine(W, np.where(b > 9.5, 0.0, b)), bounds(1e-12))) is None  # crosses
+    assert _whole_by_intervals(_Deferred(X, op, bounds(10.0))) is None  # bounds too wide to prove a sign
+    assert _whole_by_intervals(_Deferred(X[:0], op, bounds(1e-12))) is None  # no region: nothing to settle
 
 
 def test_queries_differing_on_one_parent_are_not_merged():

@@ -10,10 +10,10 @@ import dataclasses
 
 import numpy as np
 
-from ..._predicates import EPS, ZERO_G
+from ..._predicates import EPS, ZERO_G, affine_bounds
 from ...networks._ops import Affine
 from ._kernels import KERNELS, leaf
-from ._maps import _affine, _Bounds, _Live, _Masked, _Tokens, affine_live, live_cut
+from ._maps import _affine, _Bounds, _Deferred, _Live, _Masked, _Tokens, affine_live, live_cut
 
 #: Floats per chunk of :func:`_magnitudes`: its five passes over a chunk stay in the cache (a 10,922-region batch of
 #: the Thm 4.4 Transformer's maps: 8.7-13 ms with chunks of 2^18 floats, 3.7 ms with 2^15; the same maxima).
@@ -67,6 +67,21 @@ def tightened(A, bd: _Bounds, reads: np.ndarray | None = None, toks=None) -> _Bo
     cols = slice(None)
     if reads is not None and (reads.size == 0 or reads[0] > 0 or reads[-1] < d - 1):
         cols = slice(int(reads.min(initial=0)), int(reads.max(initial=-1)) + 1)
+    if isinstance(A, _Deferred) and A.keep is not None:
+        # a ReLU's output whose every unit was proven on or off everywhere: the units off are zero, exactly (as for
+        # a lazy ReLU output below); the others keep their bounds
+        off = ~A.keep
+        if not off.any():
+            return bd
+        return dataclasses.replace(
+            bd,
+            hb=np.where(off, 0.0, bd.hb),
+            hu=np.where(off, 0.0, bd.u_bound()),
+            eb=np.where(off, 0.0, eb),
+            ge=np.where(off, ZERO_G, ge),
+        )
+    if isinstance(A, _Deferred):
+        A = A.full()
     if isinstance(A, _Masked):
         # A ReLU's output keeps its input's bounds (a mask only zeroes entries); its parents' maps are not scanned
         # again. Scanning them lowered the bounds of the op's output (its rounding term) but cost more than it
@@ -128,5 +143,13 @@ def affine(eng, op: Affine, A, bd: _Bounds):
         return A, bd, [], None
     if isinstance(A, _Live):
         A = A.full()
-    A, bd = _affine(A, op, tightened(A, bd, np.flatnonzero(np.any(op.W != 0, axis=0))))
+    bd = tightened(A, bd, np.flatnonzero(np.any(op.W != 0, axis=0)))
+    if isinstance(A, _Deferred):  # a ReLU's settled output, read whole
+        A = A.full()
+    if id(op) in eng.defer and isinstance(A, np.ndarray):  # a ReLU follows that may settle it unformed
+        hb, eb, ge = affine_bounds(bd.hb, bd.eb, bd.ge, op.W, op.b)
+        bd_out = _Bounds(hb, eb, ge, bd.same_u, bd.u_bound() @ np.abs(op.W).T)
+        bd_out.check_finite()
+        return _Deferred(A, op, bd), bd_out, [], None
+    A, bd = _affine(A, op, bd)
     return A, bd, [], None

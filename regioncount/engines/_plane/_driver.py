@@ -101,8 +101,23 @@ class _Engine(_Decisions):
         #: per op (by id), the entries of its output that something after it reads (an affine op or a residual
         #: computes only those where they are few: the affine tail of a Transformer)
         self.live = live_entries(program)
+        #: affine ops (by id) whose output a ReLU takes next, little of whose output the affine op after it reads
+        #: and computes: they leave it unformed (_Deferred), for the ReLU may settle every unit from their input
+        #: (the clipping units of a compiled Transformer's last feed-forward block)
+        self.defer: set[int] = set()
+        self._find_deferred(program.ops)
         self.in_worker = False  # a forked worker runs its batches itself
         self.cut_once = False  # the store has been cut into batches (the mid-sized cut or BATCH): no cut after
+
+    def _find_deferred(self, ops):
+        for op, nxt, then in zip(ops, ops[1:], ops[2:], strict=False):
+            if (op.key, nxt.key, then.key) == ("affine", "relu", "affine") and all(
+                live_cut(self.live.get(id(o))) is not None for o in (nxt, then)
+            ):
+                self.defer.add(id(op))
+        for op in ops:
+            if isinstance(op, Residual):
+                self._find_deferred(op.body)
 
     def take_tags(self, count: int) -> int:
         base = self.next_tag

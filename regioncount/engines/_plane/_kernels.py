@@ -34,13 +34,14 @@ def leaf(fn: Callable) -> Callable:
     return kernel
 
 
-def splitter(fn: Callable) -> Callable:
+def splitter(fn: Callable, lazy: tuple = ()) -> Callable:
     """A leaf kernel from a splitter ``fn(eng, op, A, bd) -> (A, block, bd)`` that splits the regions of
-    ``eng.st`` (each op-start region is a parent) on the materialised maps ``A (R0, 3, T, d)``."""
+    ``eng.st`` (each op-start region is a parent) on the materialised maps ``A (R0, 3, T, d)`` (maps of the types
+    ``lazy`` are passed as they are: the splitter materialises them where it needs them)."""
 
     def split(eng, op, A, bd):
         eng.st.reset_parents()
-        A_new, block, bd = fn(eng, op, _materialise(A), bd)
+        A_new, block, bd = fn(eng, op, A if isinstance(A, lazy) else _materialise(A), bd)
         eng._after_relu = None
         return A_new, bd, [block], eng.st.anc[: eng.st.n].copy()
 

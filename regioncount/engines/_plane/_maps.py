@@ -101,7 +101,7 @@ class _Added:
 def _materialise(A) -> np.ndarray:
     if isinstance(A, _Masked):
         return A.rows(slice(None))
-    if isinstance(A, (_Tokens, _Added, _Live)):
+    if isinstance(A, (_Tokens, _Added, _Live, _Deferred)):
         return A.full()
     return A
 
@@ -334,9 +334,49 @@ class _Live:
         return self.vals[:, :, int(np.searchsorted(self.toks, t))]
 
 
+@dataclasses.dataclass
+class _Deferred:
+    """An affine op's output ``A_in @ W.T + b`` not formed yet (``A_in (R, 3, T, d)`` dense, ``bd_in`` its bounds,
+    tightened), times ``keep (T, d_out)`` once a ReLU has proven every unit's sign (1 on, 0 off; None: not yet):
+    the ReLU after it may settle every unit from the input's extremes (:func:`~._relu._whole_by_intervals`), and
+    an op after that reads only a few entries (:func:`affine_live`). :meth:`full` forms it as the affine op and a
+    ReLU's lazy output do (the same floats)."""
+
+    A_in: np.ndarray
+    op: Affine
+    bd_in: _Bounds
+    keep: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return self.A_in.shape[0]
+
+    def full(self) -> np.ndarray:
+        W, b = self.op.W, self.op.b
+        out = np.empty(self.A_in.shape[:3] + (W.shape[0],))
+        _matmul_rows(self.A_in, W, out, b if b.ndim == 2 else b[None, :])
+        if self.keep is not None:
+            out *= self.keep.astype(np.float64)  # x * 1 and x * 0, as _Masked.rows
+        return out
+
+    def rows(self, lo: int, hi: int, toks: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """Rows ``lo:hi``, tokens ``toks``, units ``units`` of :meth:`full` (the same floats: each entry is its
+        row times its weight row, summed in the same order, the weights of the other units aside)."""
+        W, b = self.op.W[units], self.op.b
+        x = self.A_in[lo:hi][:, :, toks]
+        y = (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:3] + (units.size,))
+        y[:, 2] += b[toks][:, units] if b.ndim == 2 else b[units]
+        if self.keep is not None:
+            y *= self.keep[toks][:, units].astype(np.float64)
+        return y
+
+
 def _in_live(A, toks: np.ndarray, reads: np.ndarray):
     """For an affine op computing tokens ``toks`` from columns ``reads`` of ``A``: the maps to read them from (a
-    :class:`_Live` that keeps them all, else dense or :class:`_Masked` maps), and the columns those rows hold."""
+    :class:`_Live` that keeps them all, a :class:`_Deferred`, else dense or :class:`_Masked` maps), and the columns
+    the rows read from them hold (None: all)."""
+    if isinstance(A, _Deferred):  # only the units read are formed
+        return A, reads
     if not isinstance(A, _Live):
         return A, None
     if np.isin(toks, A.toks).all() and np.isin(reads, A.cols).all():
@@ -344,10 +384,12 @@ def _in_live(A, toks: np.ndarray, reads: np.ndarray):
     return A.full(), None
 
 
-def _rows_at(A, lo: int, hi: int, toks: np.ndarray, base_t: np.ndarray | None) -> np.ndarray:
+def _rows_at(A, lo: int, hi: int, toks: np.ndarray, base_t: np.ndarray | None, held=None) -> np.ndarray:
     """Rows ``lo:hi`` of the maps ``A`` (dense, :class:`_Masked` or :class:`_Live`), tokens ``toks`` only: a fresh
     array. For a :class:`_Masked`, ``base_t`` is its parents' maps of those tokens (``base[:, :, toks]``); a
     :class:`_Live` gives the columns it keeps."""
+    if isinstance(A, _Deferred):
+        return A.rows(lo, hi, toks, held)
     if isinstance(A, _Live):
         pos = np.searchsorted(A.toks, toks)  # toks are kept (_in_live), and both are sorted
         return A.vals[lo:hi][:, :, pos]
@@ -375,6 +417,8 @@ def affine_live(A, op: Affine, bd: _Bounds, toks: np.ndarray, cols: np.ndarray) 
         n, (T, d) = A.n, A.base.shape[2:]
     elif isinstance(A, _Live):
         n, T, d = A.n, A.T, A.d
+    elif isinstance(A, _Deferred):
+        n, T, d = A.n, A.A_in.shape[2], A.op.W.shape[0]
     else:
         n, _, T, d = A.shape
     Wc = W[cols] if held is None else W[cols][:, held]
@@ -387,7 +431,7 @@ def affine_live(A, op: Affine, bd: _Bounds, toks: np.ndarray, cols: np.ndarray) 
     out = np.empty((n, 3, toks.size, c))
     step = max(1, _CHUNK // max(1, 3 * toks.size * max(d, c)))
     for lo in range(0, n, step):
-        x = _rows_at(A, lo, lo + step, toks, base_t)
+        x = _rows_at(A, lo, lo + step, toks, base_t, held)
         y = out[lo : lo + step]
         np.matmul(x.reshape(-1, x.shape[-1]), Wt, out=y.reshape(-1, c))
         y[:, 2] += bc
@@ -406,6 +450,8 @@ def _take_rows(A, lo: int, hi: int):
         return _Added(A.base, A.parent[lo:hi], _take_rows(A.tokens, lo, hi))
     if isinstance(A, _Live):
         return _Live(A.vals[lo:hi], A.toks, A.cols, A.T, A.d)
+    if isinstance(A, _Deferred):
+        return _Deferred(A.A_in[lo:hi], A.op, A.bd_in, A.keep)
     if not isinstance(A, _Masked):
         return A[lo:hi]
     plo, phi = int(A.parent[lo]), int(A.parent[hi - 1]) + 1

@@ -16,15 +16,18 @@ from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
 from .._rows import last_any, last_max, last_min
 from ._kernels import KERNELS, splitter
-from ._maps import _Bounds, _Masked
+from ._maps import _Bounds, _Deferred, _Masked, live_cut
 from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs, _norm
 
 
-@KERNELS.register("relu")
-@splitter
-def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
+def split_relu(eng, op: ReLU, A, bd: _Bounds):
     """One line per unit: the crossing units of each op-start parent, split in rounds (module docstring)."""
     st = eng.st
+    if isinstance(A, _Deferred):  # the affine op before it left its output unformed (see _Deferred)
+        whole = _whole_by_intervals(A) if live_cut(eng.live.get(id(op))) is not None else None
+        if whole is not None:
+            return _all_whole(eng, A, bd, whole)
+        A = A.full()
     R0, _, T, d = A.shape
     D = T * d
     Af = A.reshape(R0, 3, D)
@@ -70,6 +73,61 @@ def split_relu(eng, op: ReLU, A: np.ndarray, bd: _Bounds):
     bits = st.extra["bits"][: st.n]
     A_new = _Masked(A, st.anc[: st.n].copy(), bits, pos & ~neg, cross, pairs)
     return A_new, ("bits", D, bits), dataclasses.replace(bd, same_u=False)
+
+
+KERNELS.register("relu")(splitter(split_relu, lazy=(_Deferred,)))
+
+
+def _all_whole(eng, A: _Deferred, bd: _Bounds, whole: tuple[np.ndarray, np.ndarray]):
+    """:func:`split_relu` where every unit keeps one sign on every parent (``whole``: per unit, positive and
+    negative): no region is split; the code block and tags are those the rounds would give, and the output stays
+    unformed (:class:`_Deferred` with the units' 0/1 mask)."""
+    st = eng.st
+    R0, T, d = A.n, A.A_in.shape[2], A.op.W.shape[0]
+    D = T * d
+    on = whole[0] & ~whole[1]
+    st.add_extra("bits", np.broadcast_to(np.packbits(on), (R0, -(-D // 8))))
+    st.add_extra("own", np.arange(R0))
+    tag0 = eng.take_tags(R0 * D)
+    eng.record("relu", tag0, R0 * D, D=D)
+    bits = st.extra["bits"][: st.n]
+    out = _Deferred(A.A_in, A.op, A.bd_in, on.reshape(T, d))
+    return out, ("bits", D, bits), dataclasses.replace(bd, same_u=False)
+
+
+def _whole_by_intervals(A: _Deferred) -> tuple[np.ndarray, np.ndarray] | None:
+    """Units ``(T d_out,)`` of the unformed affine output ``A`` positive (first) or negative (second) on the whole
+    square for every row, from the extremes over the rows of its input's coefficients alone; None unless that
+    settles every unit (the maps are then formed, and :func:`_whole_units` tries with them).
+
+    For unit ``j`` of token ``t`` the exact coefficients are ``Y_c = sum_k W_jk X_ck (+ b_j for c = 2)``, where the
+    exact input coefficients ``X_ck`` lie within ``e_k`` (the input's error bounds) of floats between their least
+    and largest value over the rows, ``lo_ck`` and ``hi_ck``. So on the square ``|u_i| <= 1`` the unit is at least
+    ``L = sum_k min(W_jk lo_2k, W_jk hi_2k) + b_j - U_0 - U_1 - 3 E`` with ``U_c = sum_k |W_jk| max(|lo_ck|, |hi_ck|)``
+    and ``E = sum_k |W_jk| e_k``, and at most ``H`` (max for min, plus for minus). Each of the float sums that form
+    ``L`` and ``H`` (``K`` terms, then six more operations) is within ``gamma(K + 6)`` times the sum of the
+    magnitudes ``P`` of every term of the exact value (Higham 2002, Thm 3.1): a unit is proven where ``L``
+    exceeds ``8 gamma(K + 6) P``, or ``H`` falls below its negative."""
+    X, W, b, bd = A.A_in, A.op.W, A.op.b, A.bd_in
+    R, _, T, d = X.shape
+    if R == 0:
+        return None
+    lo, hi = X.min(axis=0), X.max(axis=0)  # (3, T, d): exact extremes of floats
+    mag = np.maximum(np.abs(lo), np.abs(hi))
+    Wp, Wn, Wa = np.maximum(W, 0.0), np.minimum(W, 0.0), np.abs(W)
+    bb = np.broadcast_to(b, (T, W.shape[0]))
+    with np.errstate(over="ignore", invalid="ignore"):  # an inf or NaN proves nothing: the maps are formed then
+        L2 = lo[2] @ Wp.T + hi[2] @ Wn.T
+        H2 = hi[2] @ Wp.T + lo[2] @ Wn.T
+        U = (mag[0] + mag[1]) @ Wa.T
+        E = 3 * (bd.eb @ Wa.T)
+        P = (mag[0] + mag[1] + mag[2] + 3 * bd.eb) @ Wa.T + np.abs(bb)
+        slack = 8 * gamma(W.shape[1] + 6) * P * (1 + 1e-9) + TINY
+        pos = L2 + bb - U - E > slack
+        neg = H2 + bb + U + E < -slack
+    if not np.all(pos | neg):
+        return None
+    return pos.reshape(-1), neg.reshape(-1)
 
 
 def _classify(eng, rows, w, e):

@@ -67,29 +67,21 @@ def tightened(A, bd: _Bounds, reads: np.ndarray | None = None, toks=None) -> _Bo
     cols = slice(None)
     if reads is not None and (reads.size == 0 or reads[0] > 0 or reads[-1] < d - 1):
         cols = slice(int(reads.min(initial=0)), int(reads.max(initial=-1)) + 1)
-    if isinstance(A, _Deferred) and A.keep is not None:
-        # a ReLU's output whose every unit was proven on or off everywhere: the units off are zero, exactly (as for
-        # a lazy ReLU output below); the others keep their bounds
-        off = ~A.keep
-        if not off.any():
-            return bd
-        return dataclasses.replace(
-            bd,
-            hb=np.where(off, 0.0, bd.hb),
-            hu=np.where(off, 0.0, bd.u_bound()),
-            eb=np.where(off, 0.0, eb),
-            ge=np.where(off, ZERO_G, ge),
-        )
-    if isinstance(A, _Deferred):
+    if isinstance(A, _Deferred) and A.keep is None:
         A = A.full()
-    if isinstance(A, _Masked):
+    if isinstance(A, (_Masked, _Deferred)):
         # A ReLU's output keeps its input's bounds (a mask only zeroes entries); its parents' maps are not scanned
         # again. Scanning them lowered the bounds of the op's output (its rounding term) but cost more than it
         # saved: 6.5% of the instructions of the torch 2->100x5 partition, none of whose decisions it changed, and
         # 2.4% of the Thm 4.4 Transformer's (6% more float tests there, the same exact ones). The residual stream is
         # still tightened before each op that reads it. A unit off on every region is zero, exactly, in the float
-        # maps and in the exact ones.
-        off = ~np.any(A.fixed | A.cross, axis=0).reshape(bd.hb.shape)
+        # maps and in the exact ones (a settled ReLU's output, _Deferred with its mask, has each unit on or off on
+        # every region).
+        if isinstance(A, _Deferred):
+            assert A.keep is not None
+            off = ~A.keep
+        else:
+            off = ~np.any(A.fixed | A.cross, axis=0).reshape(bd.hb.shape)
         if not off.any():
             return bd
         return dataclasses.replace(

@@ -17,7 +17,7 @@ from ...networks._ops import ReLU
 from .._rows import last_any, last_max, last_min
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Deferred, _Masked, live_cut
-from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs, _norm
+from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs
 
 
 def split_relu(eng, op: ReLU, A, bd: _Bounds):
@@ -238,14 +238,21 @@ def _sides_per_parent(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     e2 = 2 * err + NORM_SLACK
     # small chunks: the dozen passes over each stay in cache
     step = max(1, _SIDES_CHUNK // max(1, D))
+    c1 = np.empty((step, 3))
+    c1[:, 2] = 1.0
     for lo in range(0, R0, step):
         sl = slice(lo, min(R0, lo + step))
         ctr, rad = st.cen[sl], st.rad[sl]
         a = Af[sl]
-        sc = a[:, 0] * ctr[:, :1]
-        sc += a[:, 1] * ctr[:, 1:]
-        sc += a[:, 2]  # (a0 c0 + a1 c1) + a2, as written out
-        reach = _norm(a[:, 0], a[:, 1])  # within (1 + 3 EPS) and NORM_SLACK of the norm: in e2 and the factor
+        c = c1[: a.shape[0]]
+        c[:, :2] = ctr
+        # (a0 c0 + a1 c1) + a2 * 1, and the norm a0^2 + a1^2 (_norm), each as one contraction over the coefficient
+        # axis: in any order of its two or three terms, within the bounds in k0, e2 and the factor (Higham 2002,
+        # Thm 3.1); NumPy's loops add them in the order written (the same floats as the products written out)
+        sc = np.einsum("rcd,rc->rd", a, c)
+        with np.errstate(over="ignore"):  # a square that overflows gives inf: a looser bound, as in _norm
+            reach = np.einsum("rcd,rcd->rd", a[:, :2], a[:, :2])
+        np.sqrt(reach, out=reach)
         reach += e2
         reach *= rad[:, None] * (1 + 20 * EPS)
         reach += k0

@@ -360,8 +360,8 @@ class _Deferred:
         return out
 
     def rows(self, lo: int, hi: int, toks: np.ndarray, units: np.ndarray) -> np.ndarray:
-        """Rows ``lo:hi``, tokens ``toks``, units ``units`` of :meth:`full` (the same floats: each entry is its
-        row times its weight row, summed in the same order, the weights of the other units aside)."""
+        """Rows ``lo:hi``, tokens ``toks``, units ``units`` of :meth:`full`: the same products, which a narrower BLAS
+        product may sum in another order (within the same bounds, Higham 2002, Thm 3.1)."""
         W, b = self.op.W[units], self.op.b
         x = self.A_in[lo:hi][:, :, toks]
         y = (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:3] + (units.size,))
@@ -379,15 +379,15 @@ def _in_live(A, toks: np.ndarray, reads: np.ndarray):
         return A, reads
     if not isinstance(A, _Live):
         return A, None
-    if np.isin(toks, A.toks).all() and np.isin(reads, A.cols).all():
+    if set(toks.tolist()) <= set(A.toks.tolist()) and set(reads.tolist()) <= set(A.cols.tolist()):
         return A, A.cols
     return A.full(), None
 
 
 def _rows_at(A, lo: int, hi: int, toks: np.ndarray, base_t: np.ndarray | None, held=None) -> np.ndarray:
-    """Rows ``lo:hi`` of the maps ``A`` (dense, :class:`_Masked` or :class:`_Live`), tokens ``toks`` only: a fresh
-    array. For a :class:`_Masked`, ``base_t`` is its parents' maps of those tokens (``base[:, :, toks]``); a
-    :class:`_Live` gives the columns it keeps."""
+    """Rows ``lo:hi`` of the maps ``A`` (dense, :class:`_Masked`, :class:`_Live` or :class:`_Deferred`), tokens
+    ``toks`` only: a fresh array. For a :class:`_Masked`, ``base_t`` is its parents' maps of those tokens
+    (``base[:, :, toks]``); a :class:`_Live` gives the columns it keeps, a :class:`_Deferred` the units ``held``."""
     if isinstance(A, _Deferred):
         return A.rows(lo, hi, toks, held)
     if isinstance(A, _Live):

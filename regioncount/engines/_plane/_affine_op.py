@@ -10,10 +10,10 @@ import dataclasses
 
 import numpy as np
 
-from ..._predicates import EPS, ZERO_G, affine_bounds
+from ..._predicates import EPS, ZERO_G
 from ...networks._ops import Affine
 from ._kernels import KERNELS, leaf
-from ._maps import _affine, _Bounds, _Deferred, _Live, _Masked, _Tokens, affine_live, live_cut
+from ._maps import _affine, _Bounds, _Deferred, _Live, _Masked, _Tokens, affine_live, affine_out_bounds, live_cut
 
 #: Floats per chunk of :func:`_magnitudes`: its five passes over a chunk stay in the cache (a 10,922-region batch of
 #: the Thm 4.4 Transformer's maps: 8.7-13 ms with chunks of 2^18 floats, 3.7 ms with 2^15; the same maxima).
@@ -95,20 +95,23 @@ def tightened(A, bd: _Bounds, reads: np.ndarray | None = None, toks=None) -> _Bo
         mags = [_magnitudes(p, None, cols) for p in A.parts]
         full = np.stack([mags[c][0] for c in A.cls])
         u = np.stack([mags[c][1] for c in A.cls])
-    else:
-        if A.n == 0 if isinstance(A, _Live) else A.shape[0] == 0:
+    elif isinstance(A, _Live) or toks is not None:
+        # some entries only: those a _Live keeps (the others are +0), or the tokens asked for; the rest keep their
+        # bounds
+        if isinstance(A, _Live):
+            X, sel, ti, ci = A.vals, slice(None), A.toks[:, None], A.cols[None, :]
+        else:
+            X, sel, ti, ci = A[:, :, toks], cols, toks[:, None], np.arange(d)[cols][None, :]
+        if X.shape[0] == 0:
             return bd
-        if isinstance(A, _Live):  # the entries it keeps (the others are +0: their bounds stay)
-            full, u = _magnitudes(A.vals)
-            ti, ci = A.toks[:, None], A.cols[None, :]
-        elif toks is not None:
-            full, u = _magnitudes(A[:, :, toks], None, cols)
-            ti, ci = toks[:, None], np.arange(d)[cols][None, :]
-        if isinstance(A, _Live) or toks is not None:
-            hb, hu = bd.hb.copy(), bd.u_bound().copy()
-            hb[ti, ci] = np.minimum(hb[ti, ci], full)
-            hu[ti, ci] = np.minimum(hu[ti, ci], u)
-            return dataclasses.replace(bd, hb=hb, hu=hu)
+        full, u = _magnitudes(X, None, sel)
+        hb, hu = bd.hb.copy(), bd.u_bound().copy()
+        hb[ti, ci] = np.minimum(hb[ti, ci], full)
+        hu[ti, ci] = np.minimum(hu[ti, ci], u)
+        return dataclasses.replace(bd, hb=hb, hu=hu)
+    else:
+        if A.shape[0] == 0:
+            return bd
         full, u = _magnitudes(A, None, cols)
     if cols == slice(None):
         hb = np.minimum(bd.hb, full)
@@ -131,7 +134,8 @@ def affine(eng, op: Affine, A, bd: _Bounds):
     if cut is not None:  # most of its output is read by nothing after it: only the rest, kept apart (_Live)
         toks, cols = cut
         reads = np.flatnonzero(np.any(op.W[cols] != 0, axis=0))
-        A, bd = affine_live(A, op, tightened(A, bd, reads, None if isinstance(A, _Masked) else toks), toks, cols)
+        bd = tightened(A, bd, reads, None if isinstance(A, _Masked) else toks)
+        A, bd = affine_live(A, op, bd, toks, cols, reads)
         return A, bd, [], None
     if isinstance(A, _Live):
         A = A.full()
@@ -139,9 +143,6 @@ def affine(eng, op: Affine, A, bd: _Bounds):
     if isinstance(A, _Deferred):  # a ReLU's settled output, read whole
         A = A.full()
     if id(op) in eng.defer and isinstance(A, np.ndarray):  # a ReLU follows that may settle it unformed
-        hb, eb, ge = affine_bounds(bd.hb, bd.eb, bd.ge, op.W, op.b)
-        bd_out = _Bounds(hb, eb, ge, bd.same_u, bd.u_bound() @ np.abs(op.W).T)
-        bd_out.check_finite()
-        return _Deferred(A, op, bd), bd_out, [], None
+        return _Deferred(A, op, bd), affine_out_bounds(bd, op, bd.same_u), [], None
     A, bd = _affine(A, op, bd)
     return A, bd, [], None

@@ -167,6 +167,15 @@ class _Bounds:
         finite_or_raise(self.hb, self.eb)
 
 
+def affine_out_bounds(bd: _Bounds, op: Affine, same_u: bool) -> _Bounds:
+    """The bounds of ``H @ W.T + b`` from those of ``H`` (``bd``, tightened), checked finite; ``same_u``: what the
+    output may claim of its tokens' ``u`` coefficients."""
+    hb, eb, ge = affine_bounds(bd.hb, bd.eb, bd.ge, op.W, op.b)
+    out = _Bounds(hb, eb, ge, same_u, bd.u_bound() @ np.abs(op.W).T)
+    out.check_finite()
+    return out
+
+
 #: Costs (ns per float touched, this machine's NumPy and OpenBLAS) of the two ways :func:`_affine` maps a ReLU's lazy
 #: output: a multiply-add inside a BLAS product, a row copied by ``take``, a float of a rank-1 correction (gathered,
 #: formed, added and scattered back by fancy indexing) and a float of a child's masked map formed before its product
@@ -191,7 +200,6 @@ def _affine(A, op: Affine, bd: _Bounds):
     if isinstance(A, _Tokens):
         A = A.full()
     bb = b if b.ndim == 2 else b[None, :]
-    hb_out, eb_out, ge_out = affine_bounds(bd.hb, bd.eb, bd.ge, W, b)
     T, d_out = bd.hb.shape[0], W.shape[0]
     biased = False
     if not isinstance(A, _Masked):
@@ -288,9 +296,7 @@ def _affine(A, op: Affine, bd: _Bounds):
             biased = True
     if not biased:
         _add_bias(out, bb)
-    bd_out = _Bounds(hb_out, eb_out, ge_out, bd.same_u, bd.u_bound() @ np.abs(W).T)
-    bd_out.check_finite()
-    return out, bd_out
+    return out, affine_out_bounds(bd, op, bd.same_u)
 
 
 #: The largest fraction of an op's output entries that may be live for :func:`live_cut` to leave the rest out (where
@@ -403,16 +409,18 @@ def _rows_at(A, lo: int, hi: int, toks: np.ndarray, base_t: np.ndarray | None, h
     return x
 
 
-def affine_live(A, op: Affine, bd: _Bounds, toks: np.ndarray, cols: np.ndarray) -> tuple[_Live, _Bounds]:
+def affine_live(
+    A, op: Affine, bd: _Bounds, toks: np.ndarray, cols: np.ndarray, reads: np.ndarray
+) -> tuple[_Live, _Bounds]:
     """:func:`_affine` for the entries ``[:, :, toks, cols]`` of its output alone (:func:`live_cut`), kept as a
     :class:`_Live`; the others keep their bounds. Each computed entry is its token's row times its weight row, plus
     its bias, as in :func:`_affine`, but over the columns its input keeps (the others meet a zero weight): rigorous
     under the same bounds, whatever order the products are summed in (Higham 2002, Thm 3.1). ``bd``: the input's
-    bounds, already tightened."""
+    bounds, already tightened; ``reads``: the input columns with a nonzero weight in the rows ``cols``."""
     W, b = op.W, op.b
     if isinstance(A, _Tokens):
         A = A.full()
-    A, held = _in_live(A, toks, np.flatnonzero(np.any(W[cols] != 0, axis=0)))
+    A, held = _in_live(A, toks, reads)
     if isinstance(A, _Masked):
         n, (T, d) = A.n, A.base.shape[2:]
     elif isinstance(A, _Live):
@@ -435,11 +443,8 @@ def affine_live(A, op: Affine, bd: _Bounds, toks: np.ndarray, cols: np.ndarray) 
         y = out[lo : lo + step]
         np.matmul(x.reshape(-1, x.shape[-1]), Wt, out=y.reshape(-1, c))
         y[:, 2] += bc
-    hb, eb, ge = affine_bounds(bd.hb, bd.eb, bd.ge, W, b)
     # same_u is dropped: the entries left out are +0, whatever the exact maps' u coefficients are
-    bd_out = _Bounds(hb, eb, ge, False, bd.u_bound() @ np.abs(W).T)
-    bd_out.check_finite()
-    return _Live(out, toks, cols, T, W.shape[0]), bd_out
+    return _Live(out, toks, cols, T, W.shape[0]), affine_out_bounds(bd, op, False)
 
 
 def _take_rows(A, lo: int, hi: int):

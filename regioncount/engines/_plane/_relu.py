@@ -34,7 +34,6 @@ def split_relu(eng, op: ReLU, A, bd: _Bounds):
     err = bd.eb.reshape(D)
     pos, neg, cols = _sides(eng, Af, err, bd.hb.reshape(D))
     cross = pos & neg
-    st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
     # Each parent's crossing units, in rounds: round t splits every descendant of a parent by that
     # parent's t-th crossing unit. The order of the lines does not change the arrangement, and a round
     # is one vectorised step over all parents (not one per unit). The lists belong to an "owner":
@@ -52,9 +51,7 @@ def split_relu(eng, op: ReLU, A, bd: _Bounds):
     pairs = (pp, jj)  # the lists below change; the maps keep these
     cnt = np.bincount(pp, minlength=R0)
     first = np.cumsum(cnt) - cnt
-    st.add_extra("own", np.arange(R0))
-    tag0 = eng.take_tags(R0 * D)
-    eng.record("relu", tag0, R0 * D, D=D)
+    tag0 = _open_block(eng, np.packbits(pos & ~neg, axis=1), R0, D)
     t = since = 0
     while True:
         anc, own = st.anc[: st.n], st.extra["own"][: st.n]
@@ -78,6 +75,18 @@ def split_relu(eng, op: ReLU, A, bd: _Bounds):
 KERNELS.register("relu")(splitter(split_relu, lazy=(_Deferred,)))
 
 
+def _open_block(eng, bits: np.ndarray, R0: int, D: int) -> int:
+    """A ReLU's start on ``R0`` op-start parents of ``D`` units: its code block (``bits``, packed, per parent), each
+    parent the owner of its own list, and the tags of its ``R0 D`` lines, recorded for exact decisions (the
+    first is returned)."""
+    st = eng.st
+    st.add_extra("bits", bits)
+    st.add_extra("own", np.arange(R0))
+    tag0 = eng.take_tags(R0 * D)
+    eng.record("relu", tag0, R0 * D, D=D)
+    return tag0
+
+
 def _all_whole(eng, A: _Deferred, bd: _Bounds, whole: tuple[np.ndarray, np.ndarray]):
     """:func:`split_relu` where every unit keeps one sign on every parent (``whole``: per unit, positive and
     negative): no region is split; the code block and tags are those the rounds would give, and the output stays
@@ -86,10 +95,7 @@ def _all_whole(eng, A: _Deferred, bd: _Bounds, whole: tuple[np.ndarray, np.ndarr
     R0, T, d = A.n, A.A_in.shape[2], A.op.W.shape[0]
     D = T * d
     on = whole[0] & ~whole[1]
-    st.add_extra("bits", np.broadcast_to(np.packbits(on), (R0, -(-D // 8))))
-    st.add_extra("own", np.arange(R0))
-    tag0 = eng.take_tags(R0 * D)
-    eng.record("relu", tag0, R0 * D, D=D)
+    _open_block(eng, np.broadcast_to(np.packbits(on), (R0, -(-D // 8))), R0, D)
     bits = st.extra["bits"][: st.n]
     out = _Deferred(A.A_in, A.op, A.bd_in, on.reshape(T, d))
     return out, ("bits", D, bits), dataclasses.replace(bd, same_u=False)

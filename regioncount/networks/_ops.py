@@ -782,8 +782,9 @@ def _reads_of(ops, live: np.ndarray, width_in: int, out: dict[int, np.ndarray] |
         if out is not None:
             key = id(op)  # an op object used twice is live where either use is
             out[key] = live | out[key] if key in out else live.copy()
-            if isinstance(op, Residual):
-                _reads_of(op.body, live, w_in, out)
+            if isinstance(op, Residual):  # Residual.reads, from the walk that collects its body (not a second one)
+                live = live | _reads_of(op.body, live, w_in, out)
+                continue
         live = op.reads(live, w_in)
     return live
 

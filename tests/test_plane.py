@@ -394,12 +394,11 @@ def test_entries_nothing_reads_are_left_out_with_the_same_partition(layout, monk
     computes every entry, and the output maps the same up to the order of their sums."""
     import regioncount.engines._plane._affine_op as affine_op
     import regioncount.engines._plane._driver as driver
+    import regioncount.engines._plane._relu as relu
     from regioncount.theory._compile import compile_maxout
 
     tf = compile_maxout(random_maxout(2, (4, 3), 3, seed=1), -1.0, 2.0, layout)
     dom = Box(-1, 2, 2)
-    import regioncount.engines._plane._relu as relu
-
     calls: list = []
     real = affine_op.affine_live
     monkeypatch.setattr(affine_op, "affine_live", lambda *a: calls.append(a[1].W.shape) or real(*a))

@@ -429,6 +429,24 @@ def test_first_layer_estimate_is_the_line_arrangement_count(width, seed):
     assert first_layer_regions(net, dom) == partition_plane(net, dom).n_regions
 
 
+def test_workers_take_the_tiles_most_lines_cross_first():
+    """With several workers, the tiles go out in order of the number of first-layer lines that cross them, most
+    first (ties in grid order): three vertical lines in the right half of [0, 1]^2 cross the two right tiles of a
+    2 x 2 grid and neither left one. Without a first ReLU layer the grid order is kept. The counts do not
+    change."""
+    from regioncount.engines._tiles import _largest_first
+
+    net = line_mlp([(1, 0, -0.6), (1, 0, -0.7), (1, 0, -0.8)], [1, 1, 1])
+    dom = Box(0, 1, 2)
+    parts = split_domain(dom, (2, 2))
+    assert [i for i, _ in _largest_first(net, parts)] == [(0, 1), (1, 1), (0, 0), (1, 0)]
+    mx = random_maxout(2, [4], 3, seed=0)
+    assert [i for i, _ in _largest_first(mx, parts)] == [i for i, _ in parts]
+    one = partition_plane(net, dom)
+    two = count_tiled(net, dom, (2, 2), workers=2)
+    assert (two.regions, two.linear_regions) == (one.n_regions, one.linear_regions()) == (4, 4)
+
+
 def test_a_large_count_is_tiled_by_default(monkeypatch):
     """Where the first layer's estimate passes AUTO_TILES_MIN, count_record splits the domain into tiles by
     itself (and says so); tiles=1 and max_regions keep one partition; the counts agree."""

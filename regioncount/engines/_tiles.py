@@ -74,12 +74,10 @@ AUTO_TILES_MIN = 1 << 17
 _PAIRS_MAX = 1 << 21
 
 
-def first_layer_regions(net, domain) -> int | None:
-    """About how many regions the lines of ``net``'s first layer alone cut the 2D ``domain`` into, in floats:
-    ``1 + L + X`` for ``L`` lines that cross the domain and ``X`` crossings inside it (Zaslavsky 1975; lines in
-    general position), with ``X`` from a seeded sample of the pairs where there are more than
-    :data:`_PAIRS_MAX`. An estimate that only chooses how the work is split (:func:`auto_tiles`), never a count.
-    None where the lowered network does not start with an affine map and ReLU on one token."""
+def _first_lines(net, domain) -> tuple[np.ndarray, np.ndarray] | None:
+    """The lines of ``net``'s first layer on the 2D ``domain`` in floats, as ``a u' + a0`` on the square ``u'`` in
+    ``[-1, 1]^2`` (``a (n, 2)``, ``a0 (n,)``): those that cross it. None where the lowered network does not start
+    with an affine map and ReLU on one token, or the domain does not fit it. For estimates only."""
     from ..networks import lower
 
     program = lower(net)
@@ -93,10 +91,22 @@ def first_layer_regions(net, domain) -> int | None:
     lo, hi = np.asarray(domain.param_lo, float), np.asarray(domain.param_hi, float)
     c, h = (lo + hi) / 2, (hi - lo) / 2
     WV = W @ np.asarray(V, float)
-    a = WV * h  # lines a u' + a0 on the square u' in [-1, 1]^2
+    a = WV * h
     a0 = W @ np.asarray(x0, float) + b + WV @ c
     crosses = np.abs(a0) < np.abs(a).sum(axis=1)
-    a, a0 = a[crosses], a0[crosses]
+    return a[crosses], a0[crosses]
+
+
+def first_layer_regions(net, domain) -> int | None:
+    """About how many regions the lines of ``net``'s first layer alone cut the 2D ``domain`` into, in floats:
+    ``1 + L + X`` for ``L`` lines that cross the domain and ``X`` crossings inside it (Zaslavsky 1975; lines in
+    general position), with ``X`` from a seeded sample of the pairs where there are more than
+    :data:`_PAIRS_MAX`. An estimate that only chooses how the work is split (:func:`auto_tiles`), never a count.
+    None where the lowered network does not start with an affine map and ReLU on one token."""
+    lines = _first_lines(net, domain)
+    if lines is None:
+        return None
+    a, a0 = lines
     L = a0.size
     n_pairs = L * (L - 1) // 2
     if n_pairs == 0:
@@ -446,8 +456,8 @@ def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | No
     """Tile summaries computed on this machine, in this process or on forked workers (see :func:`count_tiled`)."""
     from ._fork import default_workers, fork_pool_map
 
-    todo = list(parts)
     want = default_workers(workers)
+    todo = _largest_first(net, parts) if want > 1 else list(parts)
     if workers is None and want > 1 and todo:
         i, t = todo.pop(0)
         first = summarise_tile(net, domain, i, t, grid, **kw)
@@ -470,6 +480,22 @@ def _local_summaries(net, domain, parts: list, grid, kw: dict, workers: int | No
     # the workers stay for tile after tile (warm memory, one fork each)
     for _, out in fork_pool_map(one, todo, want):
         yield out
+
+
+def _largest_first(net, parts: list) -> list:
+    """``parts`` ordered by the work they are likely to take, most first, for workers that take tile after tile: the
+    last tiles to start are then the small ones, and the workers finish close together (with the tiles in grid
+    order, the last could be a dense one that one worker runs alone). The estimate is the square of the number of
+    the first layer's lines that cross a tile (its regions grow with it); the order is kept where there is none
+    (:func:`_first_lines`). The counts do not depend on the order."""
+    weights = []
+    for _, tile in parts:
+        lines = _first_lines(net, tile)
+        if lines is None:
+            return list(parts)
+        weights.append(lines[1].size ** 2)
+    order = np.argsort(-np.asarray(weights, np.int64), kind="stable")
+    return [parts[k] for k in order]
 
 
 def certify_merge(domain, grid, summaries: dict, merged: TiledCount) -> dict:

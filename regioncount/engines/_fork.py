@@ -318,6 +318,7 @@ def _in_child(conn, limit, body: Callable[[], None]) -> None:
     code = 0
     try:
         _memory.set_rss_limit(limit)
+        _memory.keep_heap()  # a worker's rounds reuse freed memory rather than fresh pages
         body()
     except BaseException:  # noqa: BLE001  (the parent sees the closed pipe)
         code = 1

@@ -85,3 +85,29 @@ def slot_sum(X: np.ndarray) -> np.ndarray:
     for i in range(1, X.shape[1]):
         out += X[:, i]
     return out
+
+
+def take_rows(a: np.ndarray, rows: np.ndarray, m: int | None = None) -> np.ndarray:
+    """``a[rows]`` (a fresh C-contiguous array), or ``a[rows, :m]`` with ``m``: rows gathered whole by ``np.take``,
+    which copies each row as one block, where indexing with an array walks each row's entries through a buffered
+    iterator (two to three times as long for a polygon's slots). Narrowed to ``m`` slots afterwards, as a copy."""
+    out = np.take(a, rows, axis=0)
+    if m is not None and m < a.shape[1]:
+        out = np.ascontiguousarray(out[:, :m])
+    return out
+
+
+def take_lines(A: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``A[rows, :, cols]`` ``(n, k)`` of ``A (R, k, D)`` (each region's coefficients of one unit), gathered from the
+    flat array ``k`` times: indexing with arrays on either side of the slice walks a buffered iterator per pair
+    (twice as long)."""
+    if not A.flags.c_contiguous:
+        return A[rows, :, cols]
+    _, k, D = A.shape
+    flat = A.reshape(-1)
+    at = rows * (k * D) + cols
+    out = np.empty((at.size, k), A.dtype)
+    for c in range(k):
+        out[:, c] = flat[at]
+        at += D
+    return out

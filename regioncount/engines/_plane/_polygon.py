@@ -150,12 +150,10 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         sd = np.int8(side)
         ev = valid & (ga * sd >= 0)
         cnt = ev.astype(np.int64) + cross
-        # each slot's place in the part (an exclusive running count) and the part's size, column by column
-        off = np.empty_like(cnt)
-        n_out = np.zeros(N, np.int64)
-        for i in range(E):
-            off[:, i] = n_out
-            n_out += cnt[:, i]
+        # each slot's place in the part (an exclusive running count) and the part's size
+        off = np.cumsum(cnt, axis=1)
+        n_out = off[:, -1].copy() if E else np.zeros(N, np.int64)
+        off -= cnt
         off = off.reshape(-1)
         Mo = int(n_out.max(initial=0)) + 1
         Vo = np.empty(N * Mo, np.complex128)
@@ -176,13 +174,12 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         Ro[dest] = rX
         Co[dest] = np.arange(fc.size)
         To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
-        Vo = Vo.view(np.float64).reshape(N, Mo, 2)
+        Vo = Vo.reshape(N, Mo)
         Ro = Ro.reshape(N, Mo)
-        pad = np.arange(Mo) >= n_out[:, None]  # padding repeats the first vertex
-        first = Vo[:, 0].copy()
-        for c in range(2):  # per coordinate: a mask of the slots, not of the slots' two coordinates
-            np.copyto(Vo[:, :, c], first[:, c, None], where=pad)
+        pad = np.arange(Mo) >= n_out[:, None]  # padding repeats the first vertex (both coordinates as one complex)
+        np.copyto(Vo, Vo[:, :1].copy(), where=pad)
         np.copyto(Ro, Ro[:, :1].copy(), where=pad)
+        Vo = Vo.view(np.float64).reshape(N, Mo, 2)
         out.append((Vo, n_out, To.reshape(N, Mo), Ro, Co.reshape(N, Mo)))
     return out, (tf[fa][bad], newtag[ri][bad], bad)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
-from .._rows import last_any, last_max, last_min
+from .._rows import last_any, last_max, last_min, take_lines, take_rows
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Deferred, _Masked, live_cut
 from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs
@@ -60,7 +60,7 @@ def split_relu(eng, op: ReLU, A, bd: _Bounds):
             break
         par = anc[cand]
         j = jj[first[own[cand]] + t]
-        made = _relu_round(eng, cand, Af[par, :, j], err[j], j, tag0 + par * D + j)
+        made = _relu_round(eng, cand, take_lines(Af, par, j), err[j], j, tag0 + par * D + j)
         t += 1
         since += 1
         if since >= 4 and cand.size > 8 * max(made, 1):
@@ -141,12 +141,12 @@ def _classify(eng, rows, w, e):
     somewhere on the exact polygon? A disc test settles most pairs; the rest are evaluated at the vertices,
     an undecided vertex counting as both."""
     st = eng.st
-    sc, reach = _disc_reach(st.cen[rows], st.rad[rows], w, e)
+    sc, reach = _disc_reach(take_rows(st.cen, rows), st.rad[rows], w, e)
     pos, neg = sc > -reach, sc < reach
     amb = np.flatnonzero(pos & neg)
     if amb.size:
         ra = rows[amb]
-        s, dv = _eval_bound(st.V[ra], st.R[ra], w[amb], e[amb])
+        s, dv = _eval_bound(take_rows(st.V, ra), take_rows(st.R, ra), take_rows(w, amb), e[amb])
         sg = _float_signs(s, dv)
         pos[amb] = last_any((sg == 1) | (sg == 2))
         neg[amb] = last_any((sg == -1) | (sg == 2))
@@ -273,7 +273,7 @@ def _sides_per_parent(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
     step = max(1, _CHUNK // (8 * st.M))
     for lo in range(0, p.size, step):
         q, k = p[lo : lo + step], j[lo : lo + step]
-        s, dv = _eval_bound(st.V[q], st.R[q], Af[q, :, k], err[k])
+        s, dv = _eval_bound(take_rows(st.V, q), take_rows(st.R, q), take_lines(Af, q, k), err[k])
         sg = _float_signs(s, dv)
         pos[q, k] = last_any((sg == 1) | (sg == 2))
         neg[q, k] = last_any((sg == -1) | (sg == 2))
@@ -284,16 +284,16 @@ def _relu_round(eng, cand, w, e, j, newtag):
     """Split the regions ``cand`` by the lines ``w (n, 3)`` (unit ``j (n,)``, coefficient error ``e (n,)``)."""
     st = eng.st
     # disc test first: only regions whose enclosing disc meets the line need their vertices
-    sc, reach = _disc_reach(st.cen[cand], st.rad[cand], w, e)
+    sc, reach = _disc_reach(take_rows(st.cen, cand), st.rad[cand], w, e)
     one = sc > reach
     near = np.flatnonzero(np.abs(sc) <= reach)
     rows_n = cand[near]
     # only as many slots as the widest of these polygons needs (the rest repeat the first vertex)
     Mloc = int(st.nv[rows_n].max(initial=2)) + 1
-    V, Rv = st.V[rows_n, :Mloc], st.R[rows_n, :Mloc]
-    tg_n = st.tag[rows_n, :Mloc]
+    V, Rv = take_rows(st.V, rows_n, Mloc), take_rows(st.R, rows_n, Mloc)
+    tg_n = take_rows(st.tag, rows_n, Mloc)
     nv_n = st.nv[rows_n]
-    wn, en = w[near], e[near]
+    wn, en = take_rows(w, near), e[near]
     s, dv = _eval_bound(V, Rv, wn, en)
     sg = eng.decide(_float_signs(s, dv), tg_n, nv_n, wn, en, newtag[near])
     haspos = last_max(sg) > 0  # decided signs: -1, 0, 1
@@ -303,9 +303,9 @@ def _relu_round(eng, cand, w, e, j, newtag):
     if idx.size:
         rows = rows_n[idx]
         nt = newtag[near[idx]]
-        eng.register(nt, wn[idx], en[idx])
+        eng.register(nt, take_rows(wn, idx), en[idx])
         (Vp, np_, tp, Rp), (Vm, nm, tm, Rm) = eng.cut(
-            V[idx], nv_n[idx], s[idx], sg[idx], tg_n[idx], nt, dv[idx], Rv[idx]
+            *(take_rows(a, idx) for a in (V, nv_n, s, sg, tg_n)), nt, take_rows(dv, idx), take_rows(Rv, idx)
         )
         one[near[idx]] = True
         st.set_rows(rows, Vp, np_, tp, Rp)
@@ -331,7 +331,7 @@ def _reown(eng, Af, err, cnt, first, jj, t: int):
     step = max(1, _CHUNK // (2 * st.M))
     for lo in range(0, r.size, step):
         rs, js = r[lo : lo + step], j[lo : lo + step]
-        pos, neg = _classify(eng, rs, Af[anc[rs], :, js], err[js])
+        pos, neg = _classify(eng, rs, take_lines(Af, anc[rs], js), err[js])
         keep[lo : lo + step] = pos & neg
         on = np.flatnonzero(pos & ~neg)
         # a region has several pairs here, maybe in one byte: accumulate unbuffered

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._rows import take_rows
 from ._polygon import _discs
 
 
@@ -112,7 +113,7 @@ class _Store:
         self._write(rows, Vc, nvc, tagc, Rc)
         self.anc[rows] = self.anc[src_rows]
         for v in self.extra.values():
-            v[rows] = v[src_rows]
+            v[rows] = take_rows(v, src_rows)
         self.n = need
         return np.arange(need - m, need)
 

@@ -138,3 +138,29 @@ def _merged(part, i, j):
     keep = np.array([r for r in range(part.n_regions) if r != j])
     polys = [ring if r == i else part.polygon(int(r)) for r in keep]
     return _rebuild(part, polys, keep)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_line_table_merged_batch_by_batch_is_the_table_of_all_lines(seed):
+    """The engine's line table (tag -> the line first recorded, the largest error, inf where two recorded lines
+    differ) built by merging each new batch into the table so far equals the table of every line sorted at once:
+    tags repeat within and across batches, some with a different line."""
+    from regioncount.engines._plane._predicates import _merge_lines, _unique_lines
+
+    rng = np.random.default_rng(seed)
+    lines = rng.standard_normal((30, 3))
+    batches = []
+    for _ in range(6):
+        n = int(rng.integers(0, 12))
+        t = rng.integers(0, 30, n)
+        w = lines[t].copy()
+        other = rng.random(n) < 0.15  # a differing line recorded under the tag
+        w[other] += 1.0
+        batches.append((t, w, rng.random(n) * (rng.random(n) < 0.7)))
+    table = _unique_lines(batches[:1])
+    for b in batches[1:]:
+        table = _merge_lines(table, _unique_lines([b]))
+    whole = _unique_lines(batches)
+    for got, want in zip(table, whole, strict=True):
+        assert np.array_equal(got, want)
+    assert np.isinf(whole[2]).any()  # the case where lines differ is met

@@ -25,6 +25,44 @@ from ._maps import _token_column
 from ._polygon import _FIRST_TAG, _cut
 
 
+def _unique_lines(batches: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lines of ``batches`` (tags, coefficients ``(n, 3)``, errors) as a table sorted by tag with one row per
+    tag: the line first recorded for it, and the largest error recorded, or inf where two recorded lines differ
+    (aliased boundaries that are not bitwise the same line)."""
+    t = np.concatenate([a for a, _, _ in batches])
+    w = np.concatenate([b for _, b, _ in batches])
+    e = np.concatenate([c for _, _, c in batches])
+    order = np.argsort(t, kind="stable")
+    t, w, e = t[order], w[order], e[order]
+    first = np.ones(t.size, bool)
+    first[1:] = t[1:] != t[:-1]
+    idx = np.cumsum(first) - 1
+    ut, uw = t[first], w[first]
+    ue = np.zeros(ut.size)
+    np.maximum.at(ue, idx, e)
+    ue[idx[np.any(w != uw[idx], axis=1)]] = np.inf
+    return ut, uw, ue
+
+
+def _merge_lines(old: tuple, new: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two tables of :func:`_unique_lines`, ``new`` recorded after ``old``, as one: the same table as
+    :func:`_unique_lines` of all their lines (a tag in both keeps its old line, the larger error, inf where the lines
+    differ). Fresh arrays: a table may be held elsewhere (a batch run beside forked ones restores the old one)."""
+    ot, ow, oe = old
+    nt, nw, ne = new
+    k = np.searchsorted(ot, nt)
+    hit = k < ot.size
+    hit[hit] = ot[k[hit]] == nt[hit]
+    if hit.any():
+        kh = k[hit]
+        oe = oe.copy()
+        oe[kh] = np.maximum(oe[kh], ne[hit])
+        oe[kh[np.any(ow[kh] != nw[hit], axis=1)]] = np.inf
+    miss = ~hit
+    km = k[miss]
+    return np.insert(ot, km, nt[miss]), np.insert(ow, km, nw[miss], axis=0), np.insert(oe, km, ne[miss])
+
+
 class _Decisions:
     """The line table and exact decisions the driver (:class:`~._driver._Engine`) inherits. It keeps a
     table of the lines its cuts were made along (tag -> float coefficients and their error), so that a sign
@@ -62,21 +100,13 @@ class _Decisions:
         """Float coefficients ``(n, 3)`` and error ``(n,)`` of the lines with ``tags``. A tag recorded with two
         different lines (aliased boundaries that are not bitwise the same line) gets error inf."""
         if self._table is None:
-            t = np.concatenate([a for a, _, _ in self._lines])
-            w = np.concatenate([b for _, b, _ in self._lines])
-            e = np.concatenate([c for _, _, c in self._lines])
-            order = np.argsort(t, kind="stable")
-            t, w, e = t[order], w[order], e[order]
-            first = np.r_[True, t[1:] != t[:-1]]
-            idx = np.cumsum(first) - 1
-            ut = t[first]
-            uw = w[first]
-            ue = np.zeros(ut.size)
-            np.maximum.at(ue, idx, e)
-            differs = np.any(w != uw[idx], axis=1)
-            ue[idx[differs]] = np.inf
-            self._lines = [(ut, uw, ue)]
-            self._table = (ut, uw, ue)
+            # the first entry is the table so far (sorted, one row per tag); the batches registered since are merged
+            # into it, rather than every line sorted again
+            table = self._lines[0]
+            if len(self._lines) > 1:
+                table = _merge_lines(table, _unique_lines(self._lines[1:]))
+            self._lines = [table]
+            self._table = table
         ut, uw, ue = self._table
         k = np.searchsorted(ut, tags)
         k = np.minimum(k, ut.size - 1)

@@ -80,17 +80,18 @@ def _areas(V: np.ndarray) -> np.ndarray:
 def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
     """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
     the exact polygon (each exact vertex lies within ``R`` of its float one)."""
-    M = V.shape[1]
-    ctr = (slot_sum(V) - (M - nv)[:, None] * V[:, 0]) / nv[:, None]
+    N, M = V.shape[:2]
+    V = np.ascontiguousarray(V)
+    # the slots summed as complex numbers (one strided add per slot, the same sums per coordinate)
+    ctr = slot_sum(V.view(np.complex128).reshape(N, M)).view(np.float64).reshape(N, 2) - (M - nv)[:, None] * V[:, 0]
+    ctr /= nv[:, None]
     # the distances written out per coordinate (the same sums as a sum over the last axis of length 2)
-    dx = V[..., 0] - ctr[:, :1]
-    dy = V[..., 1] - ctr[:, 1:]
-    dx *= dx
-    dy *= dy
-    dx += dy
-    np.sqrt(dx, out=dx)
-    dx += R
-    rad = last_max(dx) * (1 + 1e-12)
+    X = V - ctr[:, None, :]
+    X *= X
+    d = X[..., 0] + X[..., 1]
+    np.sqrt(d, out=d)
+    d += R
+    rad = last_max(d) * (1 + 1e-12)
     return ctr, rad
 
 

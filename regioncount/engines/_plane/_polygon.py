@@ -151,10 +151,13 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         sd = np.int8(side)
         ev = valid & (ga * sd >= 0)
         cnt = ev.astype(np.int64) + cross
-        # each slot's place in the part (an exclusive running count) and the part's size
-        off = np.cumsum(cnt, axis=1)
-        n_out = off[:, -1].copy() if E else np.zeros(N, np.int64)
-        off -= cnt
+        # each slot's place in the part (an exclusive running count) and the part's size, column by column (a
+        # cumulative sum along rows of a dozen entries is slower)
+        off = np.empty_like(cnt)
+        n_out = np.zeros(N, np.int64)
+        for i in range(E):
+            off[:, i] = n_out
+            n_out += cnt[:, i]
         off = off.reshape(-1)
         Mo = int(n_out.max(initial=0)) + 1
         Vo = np.empty(N * Mo, np.complex128)

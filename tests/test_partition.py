@@ -195,3 +195,14 @@ def test_partition_arrays_are_read_only_copies_and_caches_cannot_go_stale():
     np.testing.assert_array_equal(other.adjacency(), adjacency)
     assert other.linear_regions() == linear
     np.testing.assert_array_equal(other.codes, codes)
+
+
+def test_shared_marks_the_labels_another_entry_also_takes():
+    from regioncount.results._graph import shared
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 7, 1000):
+        for hi in (2, 40, 10**12):
+            labels = rng.integers(-hi, hi, n)
+            _, inv, count = np.unique(labels, return_inverse=True, return_counts=True)
+            assert np.array_equal(shared(labels), count[inv.ravel()] > 1)

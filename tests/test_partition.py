@@ -206,3 +206,15 @@ def test_shared_marks_the_labels_another_entry_also_takes():
             labels = rng.integers(-hi, hi, n)
             _, inv, count = np.unique(labels, return_inverse=True, return_counts=True)
             assert np.array_equal(shared(labels), count[inv.ravel()] > 1)
+
+
+def test_dense_ranks_is_numpys_unique_with_its_inverse():
+    from regioncount.results._graph import dense_ranks
+
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 6, 500):
+        for hi in (3, 10**15):
+            values = rng.integers(-hi, hi, n)
+            want_u, want_inv = np.unique(values, return_inverse=True)
+            got_u, got_inv = dense_ranks(values)
+            assert np.array_equal(got_u, want_u) and np.array_equal(got_inv, want_inv.ravel())

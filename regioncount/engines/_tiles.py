@@ -37,6 +37,7 @@ import numpy as np
 
 from .._domain import Box, Slice
 from .._errors import DomainError, WriteError
+from ..results._graph import dense_ranks
 from ..results._partition import Partition, _components, maps_agree, normalised_maps
 from ._plane import partition_plane
 
@@ -294,7 +295,7 @@ def _summarise(part: Partition, domain, index, grid, rtol: float | None) -> Tile
     else:  # the tile's region graph under the whole domain's rules: its adjacency tolerance and map normalisation
         whole = Partition(domain, part.vertices, part.offsets, part.maps, part.areas, [], edge_tags=part.edge_tags)
         lab = whole.linear_region_labels(1e-9 if rtol is None else rtol)
-    _, linear = np.unique(lab, return_inverse=True)
+    linear = dense_ranks(np.asarray(lab))[1]
     r, c = index
     inner = {BOTTOM: r > 0, TOP: r < rows - 1, LEFT: c > 0, RIGHT: c < cols - 1}
     tags = part.edge_tags
@@ -309,7 +310,7 @@ def _summarise(part: Partition, domain, index, grid, rtol: float | None) -> Tile
         a = part.vertices[e, _ALONG[s]]
         b = part.vertices[nxt[e], _ALONG[s]]
         sides[s] = (reg[e], np.minimum(a, b), np.maximum(a, b))
-    border = np.unique(np.concatenate([v[0] for v in sides.values()])) if sides else np.zeros(0, np.int64)
+    border = dense_ranks(np.concatenate([v[0] for v in sides.values()]))[0] if sides else np.zeros(0, np.int64)
     maps = normalised_maps(part.maps[border], lo, hi)
     codes = part.code_bytes()[border]
     out = TileSummary(

@@ -268,7 +268,7 @@ class _Engine(_Decisions):
         nv = st.nv[:R].copy()
         valid = np.arange(st.M) < nv[:, None]
         piece = _Piece(
-            st.V[:R][valid],
+            st.V[:R].view(np.complex128)[..., 0][valid].view(np.float64).reshape(-1, 2),  # a vertex as one element
             nv,
             st.tag[:R][valid],
             st.R[:R][valid],

@@ -108,7 +108,8 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     not have its exact sign the interpolation is meaningless: such points get radius inf and are listed in
     ``bad`` (indices into the crossing list) with their two lines' tags, for the caller to place exactly.
     Returns ``(parts, bad_info)``: a list of ``(V (N, Mo, 2), counts (N,), tags (N, Mo), radii (N, Mo),
-    crossing slots (N, Mo) -1 or crossing index)`` and ``(edge tags, cut tags, rows)`` of the crossings.
+    crossing slots (N, Mo) -1 or crossing index, None where no crossing is bad)`` and ``(edge tags, cut tags,
+    rows)`` of the bad crossings.
     """
     N, M = sg.shape
     E = M - 1  # the last slot is always padding
@@ -163,7 +164,7 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         Vo = np.empty(N * Mo, np.complex128)
         To = np.full(N * Mo, -1, np.int64)
         Ro = np.zeros(N * Mo)
-        Co = np.full(N * Mo, -1, np.int64)
+        Co = np.full(N * Mo, -1, np.int64) if bad.size else None  # only a crossing placed exactly reads it
         fv = np.flatnonzero(ev)
         vi = fv // E
         fm = fv + vi
@@ -176,7 +177,8 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         dest = ri * Mo + off[fc] + ev.reshape(-1)[fc]
         Vo[dest] = Xz
         Ro[dest] = rX
-        Co[dest] = np.arange(fc.size)
+        if Co is not None:
+            Co[dest] = np.arange(fc.size)
         To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
         Vo = Vo.reshape(N, Mo)
         Ro = Ro.reshape(N, Mo)
@@ -184,7 +186,7 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         np.copyto(Vo, Vo[:, :1].copy(), where=pad)
         np.copyto(Ro, Ro[:, :1].copy(), where=pad)
         Vo = Vo.view(np.float64).reshape(N, Mo, 2)
-        out.append((Vo, n_out, To.reshape(N, Mo), Ro, Co.reshape(N, Mo)))
+        out.append((Vo, n_out, To.reshape(N, Mo), Ro, None if Co is None else Co.reshape(N, Mo)))
     return out, (tf[fa][bad], newtag[ri][bad], bad)
 
 

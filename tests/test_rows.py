@@ -38,3 +38,18 @@ def test_the_reductions_are_numpys_bit_for_bit():
         assert np.array_equal(last_sum(X), X.sum(axis=-1))
     V = rng.standard_normal((5, 6, 2))
     assert np.array_equal(slot_sum(V), V.sum(axis=1))
+
+
+def test_nonzero2_is_numpys_nonzero():
+    from regioncount.engines._rows import nonzero2
+
+    rng = np.random.default_rng(3)
+    for a in (
+        rng.random((40, 7)) < 0.3,
+        (rng.random((9, 12)) < 0.5)[:, ::2],  # not contiguous
+        np.zeros((0, 5), bool),
+        rng.random(30) < 0.5,
+        rng.random((3, 4, 5)) < 0.5,
+    ):
+        got, want = nonzero2(a), np.nonzero(a)
+        assert len(got) == len(want) and all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want))

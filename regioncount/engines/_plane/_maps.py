@@ -10,6 +10,7 @@ import numpy as np
 from ..._predicates import affine_bounds, finite_or_raise
 from ...networks._ops import Affine
 from .._exact import ExactMap, exact_affine
+from .._rows import nonzero2
 from ._polygon import _CHUNK
 
 
@@ -42,7 +43,7 @@ class _Masked:
 
     def varying(self) -> tuple[np.ndarray, np.ndarray]:
         """Pairs ``(r, j)`` (sorted by ``r``) where unit ``j`` crosses the parent of ``r`` and is on in ``r``."""
-        pp, jj = np.nonzero(self.cross) if self.cross_pairs is None else self.cross_pairs
+        pp, jj = nonzero2(self.cross) if self.cross_pairs is None else self.cross_pairs
         if pp.size == 0:  # no unit crosses any parent (each region is its own parent)
             return np.zeros(0, np.intp), np.zeros(0, np.intp)
         cnt = np.bincount(pp, minlength=self.cross.shape[0])

@@ -21,6 +21,7 @@ from ..._predicates import (
 )
 from ...networks._ops import Program
 from .._exact import ExactMap, ExactReplay, exact_scores
+from .._rows import nonzero2
 from ._maps import _token_column
 from ._polygon import _FIRST_TAG, _cut
 
@@ -132,7 +133,7 @@ class _Decisions:
             return sg
         M = sg.shape[1]
         valid = np.arange(M) < nv[:, None]
-        rr, jj = np.nonzero(unk & valid)
+        rr, jj = nonzero2(unk & valid)
         prev = np.where(jj == 0, nv[rr] - 1, jj - 1)
         t1, t2 = tags[rr, prev], tags[rr, jj]
         l1, e1 = self._lookup(t1)
@@ -170,7 +171,7 @@ class _Decisions:
             out[idx] = v * orient
         sg[rr, jj] = out
         # padding slots repeat vertex 0
-        pr, pc = np.nonzero(unk & ~valid)
+        pr, pc = nonzero2(unk & ~valid)
         sg[pr, pc] = sg[pr, 0]
         return sg
 
@@ -331,7 +332,7 @@ class _Decisions:
                 pr = np.flatnonzero(hit[:, 0])
                 if pr.size:  # padding repeats the first vertex
                     pad = np.arange(Vo.shape[1]) >= no[pr, None]
-                    rows, cols = np.nonzero(pad)
+                    rows, cols = nonzero2(pad)
                     Vo[pr[rows], cols] = Vo[pr[rows], 0]
                     Ro[pr[rows], cols] = Ro[pr[rows], 0]
         return [(Vo, no, To, Ro) for Vo, no, To, Ro, _c in parts]

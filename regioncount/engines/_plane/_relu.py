@@ -14,7 +14,7 @@ import numpy as np
 
 from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
-from .._rows import last_any, last_max, last_min, take_lines, take_rows
+from .._rows import last_any, last_max, last_min, nonzero2, take_lines, take_rows
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Deferred, _Masked, live_cut
 from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs
@@ -41,9 +41,9 @@ def split_relu(eng, op: ReLU, A, bd: _Bounds):
     # by many lines, as the box is by the first layer), every region becomes the owner of the units
     # left in its list that cross it, so later rounds only visit regions with work left.
     if cols is None:
-        pp, jj = np.nonzero(cross)
+        pp, jj = nonzero2(cross)
     else:  # the only units that may cross: the same pairs, in the same order, from their columns alone
-        pp, jj = np.nonzero(cross[:, cols])
+        pp, jj = nonzero2(cross[:, cols])
         jj = cols[jj]
     # not kept through the rounds: a small array left alive there can pin the top of the heap, and the memory the
     # rounds free above it stays resident (40 MB more peak RSS on the Thm 4.4 sub-box, with the same live data)
@@ -266,7 +266,7 @@ def _sides_per_parent(eng, Af: np.ndarray, err: np.ndarray, hb: np.ndarray):
         amb = np.abs(sc) <= reach  # neither side proven (no NaN: the engine raises on invalid values)
         pos[sl] = p
         np.logical_not(p | amb, out=neg[sl])
-        q, j = np.nonzero(amb)
+        q, j = nonzero2(amb)
         amb_p.append(q + lo)
         amb_j.append(j)
     p, j = np.concatenate(amb_p), np.concatenate(amb_j)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._rows import last_any, last_dot, last_max_abs, last_sum
+from .._rows import last_any, last_dot, last_max_abs, last_sum, nonzero2
 from ._predicates import _gamma
 from ._store import _CHUNK, _WB, _balls_flat, _bit, _Poly, _popcount, _unpack
 
@@ -33,8 +33,8 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     # candidate edges: (region, positive vertex a, negative vertex b) sharing >= k-1 slots; every positive vertex
     # with every negative one of its region, listed by region, then a, then b (the order of a nonzero over the
     # (n, M, M) outer mask, without forming it: its cost grows with the padded M squared, this one with the pairs)
-    pr, a = np.nonzero(pos)
-    nr, nb = np.nonzero(neg)
+    pr, a = nonzero2(pos)
+    nr, nb = nonzero2(neg)
     nneg = np.bincount(nr, minlength=n)
     c = nneg[pr]
     r, a = np.repeat(pr, c), np.repeat(a, c)
@@ -68,7 +68,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     out = []
     for side in sides:
         keep = (sg * side >= 0) & valid
-        kr, kv = np.nonzero(keep)
+        kr, kv = nonzero2(keep)
         rid = np.concatenate([kr, r])
         order = np.argsort(rid, kind="stable")
         rid = rid[order]
@@ -134,7 +134,7 @@ class _NewPlanes:
         out = self.fpl[rr[:, None], np.minimum(cols, self.fpl.shape[1] - 1)]
         new = cols == self.slot[rr][:, None]
         if new.any():
-            i, j = np.nonzero(new)
+            i, j = nonzero2(new)
             out[i, j] = self.w[rr[i]]
         return out
 

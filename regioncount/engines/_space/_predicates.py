@@ -15,7 +15,7 @@ from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, gamma
 from ...networks._ops import GroupMax, Program
 from .._exact import ExactMap, ExactReplay
-from .._rows import last_dot, last_max_abs, last_sum
+from .._rows import last_dot, last_max_abs, last_sum, nonzero2
 from ._store import _Poly, _unpack
 
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
@@ -288,7 +288,7 @@ class _Decisions:
         tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
         sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
         valid = np.arange(V.shape[1]) < nv[:, None]
-        amb_r, amb_v = np.nonzero((np.abs(s) <= tol) & valid)
+        amb_r, amb_v = nonzero2((np.abs(s) <= tol) & valid)
         if amb_r.size:
             # decide each distinct vertex once (padding repeats vertex 0, which is decided already)
             inc, fid = slots(amb_r, amb_v)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._rows import last_any, last_sum
+from .._rows import last_any, last_sum, nonzero2
 from ._kernels import KERNELS, _splitter
 from ._polytope import _cut
 from ._predicates import _Family
@@ -28,7 +28,7 @@ def _sides(eng: _Engine, Af: np.ndarray, fam: _Family, werr: np.ndarray):
     grad = np.sqrt((Af[:, :-1] ** 2).sum(axis=1)) + werr[None, :]
     reach = grad * st.rad[:R0, None] * (1 + 1e-9) + eng._margin(scale, werr[None, :])
     pos[:], neg[:] = sc > reach, sc < -reach
-    p, j = np.nonzero(~(pos | neg))
+    p, j = nonzero2(~(pos | neg))
     step = max(1, _CHUNK // max(1, st.M * c1))
     for lo in range(0, p.size, step):
         for g, Mg in _size_groups(st.nv[p[lo : lo + step]], st.M):
@@ -55,7 +55,7 @@ def relu(eng: _Engine, A: np.ndarray):
     pos, neg = _sides(eng, Af, fam, werr)
     cross = pos & neg
     st.add_extra("bits", np.packbits(pos & ~neg, axis=1))
-    pp, jj = np.nonzero(cross)
+    pp, jj = nonzero2(cross)
     cnt = np.bincount(pp, minlength=R0)
     first = np.cumsum(cnt) - cnt
     rounds = max(1, int(cnt.max(initial=1)))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._rows import last_max, last_sum, slot_sum
+from .._rows import last_max, last_sum, nonzero2, slot_sum
 
 #: Float64 values a chunked temporary may hold.
 _CHUNK = 1 << 20
@@ -230,7 +230,7 @@ class _Store:
             src_rows = np.arange(lo, hi) if perm is None else perm[lo:hi]
             # the kept slots of each region, first and in their order, then padding: flat (row, slot) -> column
             nk = keep.sum(axis=1)
-            kr, ks = np.nonzero(keep)
+            kr, ks = nonzero2(keep)
             dest = np.cumsum(keep, axis=1)[kr, ks] - 1
             newpos = np.full(keep.shape, -1, np.int64)
             newpos[kr, ks] = dest
@@ -239,7 +239,7 @@ class _Store:
             # the real vertices only (flat): each set bit of a kept slot moves to its column; padding repeats
             # vertex 0
             nvb = self.nv[lo:hi]
-            rr, mm = np.nonzero(np.arange(M) < nvb[:, None])
+            rr, mm = nonzero2(np.arange(M) < nvb[:, None])
             if self.W == 1 and W2 == 1:
                 words = _remap_bits(self.inc[src_rows[rr], mm, 0], newpos, rr)[:, None]
             else:

@@ -516,3 +516,23 @@ def test_argmax_line_classes_of_all_parents_at_once_equal_the_per_parent_search(
             per_parent[p] = AR._same_line_min(np.where(norm > 0, g / norm, np.nan), k * (k - 1) // 2)
     assert np.array_equal(together, per_parent)
     assert np.any(together != np.arange(k * (k - 1) // 2))  # some lines do coincide
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_set_bits_is_an_unbuffered_or_of_every_pair(ordered):
+    """The ReLU's packed code bits set per (region, unit) pair: pairs sorted by region and unit (as the rounds' lists
+    give them) OR-ed per byte first, any other order by bitwise_or.at; repeated pairs and bytes shared by pairs."""
+    from regioncount.engines._plane._relu import set_bits
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 60, 3000):
+        rows, units = rng.integers(0, 40, n), rng.integers(0, 90, n)
+        if ordered:
+            o = np.lexsort((units, rows))
+            rows, units = rows[o], units[o]
+        got = np.zeros((40, 12), np.uint8)
+        set_bits(got, rows, units)
+        want = np.zeros((40, 12), np.uint8)
+        for r, u in zip(rows.tolist(), units.tolist()):
+            want[r, u >> 3] |= 1 << (7 - (u & 7))
+        assert np.array_equal(got, want)

@@ -126,7 +126,8 @@ class _Decisions:
         """Replace the undecided signs (2) in ``sg (n, M)`` by exact ones. ``tags (n, M)`` are the polygons'
         edge tags, ``nv (n,)`` their vertex counts, ``w (n, 3)``, ``e (n,)`` and ``wtag (n,)`` the line being
         tested (its float coefficients, their error, its tag)."""
-        self.n_predicates += int(np.sum(np.arange(sg.shape[1]) < nv[:, None]))
+        # the valid slots: each row's count, capped by the slots there are (rows never hold more, see _Store)
+        self.n_predicates += int(np.minimum(nv, sg.shape[1]).sum())
         check_rss()
         unk = sg == 2
         if not unk.any():

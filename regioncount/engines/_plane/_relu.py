@@ -316,6 +316,22 @@ def _relu_round(eng, cand, w, e, j, newtag):
     return int(idx.size)
 
 
+def set_bits(bits: np.ndarray, rows: np.ndarray, units: np.ndarray):
+    """Set bit ``units[i]`` of packed row ``rows[i]`` of ``bits`` for every pair; a row may have several pairs, some
+    in one byte. Pairs sorted by (row, byte), as the lists give them, are OR-ed per byte first and written once each;
+    otherwise an unbuffered ``bitwise_or.at`` (several times slower)."""
+    if rows.size == 0:
+        return
+    byte = units >> 3
+    val = (1 << (7 - (units & 7))).astype(np.uint8)
+    key = rows * bits.shape[1] + byte
+    if key.size > 1 and not np.all(key[1:] >= key[:-1]):
+        np.bitwise_or.at(bits, (rows, byte), val)
+        return
+    start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    bits[rows[start], byte[start]] |= np.bitwise_or.reduceat(val, start)
+
+
 def _reown(eng, Af, err, cnt, first, jj, t: int):
     """Make every region the owner of the units left (from position ``t``) in its owner's list that
     may cross it; set the bits of those it lies on the positive side of. Returns the new lists
@@ -334,8 +350,7 @@ def _reown(eng, Af, err, cnt, first, jj, t: int):
         pos, neg = _classify(eng, rs, take_lines(Af, anc[rs], js), err[js])
         keep[lo : lo + step] = pos & neg
         on = np.flatnonzero(pos & ~neg)
-        # a region has several pairs here, maybe in one byte: accumulate unbuffered
-        np.bitwise_or.at(st.extra["bits"], (rs[on], js[on] >> 3), (1 << (7 - (js[on] & 7))).astype(np.uint8))
+        set_bits(st.extra["bits"], rs[on], js[on])
     cnt = np.bincount(r[keep], minlength=n)
     st.extra["own"][:n] = np.arange(n)
     return cnt, np.cumsum(cnt) - cnt, j[keep]

@@ -123,14 +123,15 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     Vz = np.ascontiguousarray(V).view(np.complex128).reshape(-1)
     sf, gf, tf = s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
     df, Rf = d.reshape(-1), R.reshape(-1)
+    # each crossing edge's positive end and negative end, as flat indices (then one gather per array and end)
+    fb = fa + 1
     pos_first = gf[fa] > 0
-    Pa, Pb = Vz[fa], Vz[fa + 1]
-    sa, sb = sf[fa], sf[fa + 1]
-    Pp = np.where(pos_first, Pa, Pb).view(np.float64).reshape(-1, 2)
-    Pm = np.where(pos_first, Pb, Pa).view(np.float64).reshape(-1, 2)
-    sp, sm = np.where(pos_first, sa, sb), np.where(pos_first, sb, sa)
-    dp, dm = np.where(pos_first, df[fa], df[fa + 1]), np.where(pos_first, df[fa + 1], df[fa])
-    rp, rm = np.where(pos_first, Rf[fa], Rf[fa + 1]), np.where(pos_first, Rf[fa + 1], Rf[fa])
+    ip, im = np.where(pos_first, fa, fb), np.where(pos_first, fb, fa)
+    Pp = Vz[ip].view(np.float64).reshape(-1, 2)
+    Pm = Vz[im].view(np.float64).reshape(-1, 2)
+    sp, sm = sf[ip], sf[im]
+    dp, dm = df[ip], df[im]
+    rp, rm = Rf[ip], Rf[im]
     a, b = sp, -sm
     good = (a > dp) & (b > dm)
     with np.errstate(all="ignore"):  # where good is False these are meaningless, and replaced
@@ -145,12 +146,11 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     X[~good] = 0.0
     Xz = X.view(np.complex128).reshape(-1)
     bad = np.flatnonzero(~good)
-    g_next = gf[fa + 1]
+    g_next = gf[fb]
     valid = np.arange(E) < nv[:, None]
     out = []
     for side in sides:
-        sd = np.int8(side)
-        ev = valid & (ga * sd >= 0)
+        ev = valid & ((ga >= 0) if side > 0 else (ga <= 0))  # the slots on this side (or on the cut)
         cnt = ev.astype(np.int64) + cross
         # each slot's place in the part (an exclusive running count) and the part's size, column by column (a
         # cumulative sum along rows of a dozen entries is slower)
@@ -172,14 +172,15 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
         Vo[dest] = Vz[fm]
         Ro[dest] = Rf[fm]
         # a vertex on the cut whose next vertex is on the other side starts the new edge
-        starts_cut = (gf[fm] == 0) & (gf[fm + 1] * sd < 0)
+        nxt = gf[fm + 1]
+        starts_cut = (gf[fm] == 0) & ((nxt < 0) if side > 0 else (nxt > 0))
         To[dest] = np.where(starts_cut, newtag[vi], tf[fm])
         dest = ri * Mo + off[fc] + ev.reshape(-1)[fc]
         Vo[dest] = Xz
         Ro[dest] = rX
         if Co is not None:
             Co[dest] = np.arange(fc.size)
-        To[dest] = np.where(g_next * sd < 0, newtag[ri], tf[fa])
+        To[dest] = np.where((g_next < 0) if side > 0 else (g_next > 0), newtag[ri], tf[fa])
         Vo = Vo.reshape(N, Mo)
         Ro = Ro.reshape(N, Mo)
         pad = np.arange(Mo) >= n_out[:, None]  # padding repeats the first vertex (both coordinates as one complex)

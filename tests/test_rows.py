@@ -26,8 +26,10 @@ def test_take_lines_is_indexing_either_side_of_a_slice():
     assert np.array_equal(take_lines(A, rows, cols), A[rows, :, cols])
     strided = A[:, :, ::2]  # not contiguous: the indexing itself
     assert np.array_equal(take_lines(strided, rows, cols // 2), strided[rows, :, cols // 2])
+    one = A[:1]  # one row: the lines taken as rows of the transposed maps
+    assert np.array_equal(take_lines(one, np.zeros(50, np.int64), cols), one[np.zeros(50, np.int64), :, cols])
     empty = np.zeros(0, np.int64)
-    assert take_lines(A, empty, empty).shape == (0, 3)
+    assert take_lines(A, empty, empty).shape == (0, 3) and take_lines(one, empty, empty).shape == (0, 3)
 
 
 def test_the_reductions_are_numpys_bit_for_bit():

@@ -103,7 +103,9 @@ def take_lines(A: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     (twice as long)."""
     if not A.flags.c_contiguous:
         return A[rows, :, cols]
-    _, k, D = A.shape
+    R, k, D = A.shape
+    if R == 1:  # one row (a tile's box before its first split): the units' lines as rows, each taken whole
+        return np.take(np.ascontiguousarray(A[0].T), cols, axis=0)
     flat = A.reshape(-1)
     at = rows * (k * D) + cols
     out = np.empty((at.size, k), A.dtype)

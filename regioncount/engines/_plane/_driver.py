@@ -25,7 +25,7 @@ from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
 from ._maps import _Added, _Bounds, _Live, _materialise, _take_rows, _Tokens, live_cut
-from ._polygon import _FIRST_TAG, _areas
+from ._polygon import _FIRST_TAG, _areas, _as_complex
 from ._predicates import _Decisions
 from ._store import _Store
 
@@ -268,7 +268,7 @@ class _Engine(_Decisions):
         nv = st.nv[:R].copy()
         valid = np.arange(st.M) < nv[:, None]
         piece = _Piece(
-            st.V[:R].view(np.complex128)[..., 0][valid].view(np.float64).reshape(-1, 2),  # a vertex as one element
+            _as_complex(st.V[:R])[valid].view(np.float64).reshape(-1, 2),  # a vertex as one element
             nv,
             st.tag[:R][valid],
             st.R[:R][valid],

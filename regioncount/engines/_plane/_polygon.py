@@ -77,13 +77,20 @@ def _areas(V: np.ndarray) -> np.ndarray:
     return out
 
 
+def _as_complex(V: np.ndarray) -> np.ndarray:
+    """Vertices ``(..., M, 2)`` float64, each vertex's two coordinates adjacent, as a complex view ``(..., M)``
+    (``x + i y`` per vertex; writes reach ``V``): gathers, scatters and sums then move one 16-byte element per vertex,
+    not a two-float subspace."""
+    return V.view(np.complex128)[..., 0]
+
+
 def _discs(V: np.ndarray, nv: np.ndarray, R: np.ndarray):
     """Vertex mean ``(N, 2)`` (an interior point) and the radius ``(N,)`` of the disc around it that holds
     the exact polygon (each exact vertex lies within ``R`` of its float one)."""
     N, M = V.shape[:2]
     V = np.ascontiguousarray(V)
     # the slots summed as complex numbers (one strided add per slot, the same sums per coordinate)
-    ctr = slot_sum(V.view(np.complex128).reshape(N, M)).view(np.float64).reshape(N, 2) - (M - nv)[:, None] * V[:, 0]
+    ctr = slot_sum(_as_complex(V)).view(np.float64).reshape(N, 2) - (M - nv)[:, None] * V[:, 0]
     ctr /= nv[:, None]
     # the distances written out per coordinate (the same sums as a sum over the last axis of length 2)
     X = V - ctr[:, None, :]
@@ -120,7 +127,7 @@ def _cut(V, nv, s, sg, tag, newtag, d, R, sides=(1, -1)):
     ri = fc // E
     fa = fc + ri  # start vertex of each crossing edge, in (N, M)
     # a vertex's two coordinates as one complex: gathers and scatters move one 16-byte element per vertex
-    Vz = np.ascontiguousarray(V).view(np.complex128).reshape(-1)
+    Vz = _as_complex(np.ascontiguousarray(V)).reshape(-1)
     sf, gf, tf = s.reshape(-1), sg.reshape(-1), tag.reshape(-1)
     df, Rf = d.reshape(-1), R.reshape(-1)
     # each crossing edge's positive end and negative end, as flat indices (then one gather per array and end)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._rows import take_rows
-from ._polygon import _discs
+from ._polygon import _as_complex, _discs
 
 
 class _Store:
@@ -125,11 +125,6 @@ class _Store:
         full = np.zeros((cap,) + arr.shape[1:], arr.dtype)
         full[: arr.shape[0]] = arr
         self.extra[name] = full
-
-
-def _as_complex(V: np.ndarray) -> np.ndarray:
-    """Vertices ``(..., M, 2)`` (C-contiguous float64) as a complex view ``(..., M)``: ``x + i y`` per vertex."""
-    return V.view(np.complex128)[..., 0]
 
 
 def _grow(a: np.ndarray, cap: int, n: int) -> np.ndarray:

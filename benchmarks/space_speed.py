@@ -3,7 +3,8 @@
 Issue 21's 3D/4D nets, built in NumPy with PyTorch's default ``nn.Linear`` init (weights and biases
 uniform in +-1/sqrt(fan_in): ``random_mlp(q, widths, init="torch")``, fixed seeds, so counts differ from
 the issue's torch seeds): 3->16x3 on [-2,2]^3, 4->10x2 on [-1,1]^4 and [-2,2]^4, 3->8x4 on [-2,2]^3 and
-3->32x3 on [-1,1]^3 (28,154 regions). For each net: regions, CPU seconds (``time.process_time``) and wall
+3->32x3 on [-1,1]^3 (28,154 regions). For each net: regions, CPU seconds (this process's and its forked
+workers', ``_machine.cpu_seconds``) and wall
 of ``partition_space`` (best of ``--repeat`` warm calls: import and first-call costs are left out, as they
 are for edge subdivision), microseconds of CPU per region, the linear-region merge alone (``linear_regions``
 on a fresh partition) and the whole library count (``count_regions(..., method="exact")``: partition, linear
@@ -21,7 +22,7 @@ import argparse
 import time
 
 import numpy as np
-from _machine import machine, write_json
+from _machine import cpu_seconds, machine, write_json
 
 try:  # our own edge subdivision, where it is present (benchmarks/edge_subdivision.py)
     from edge_subdivision import edge_subdivision
@@ -56,9 +57,9 @@ HEAD = [
 def _best(fn, repeat: int):
     best = None
     for _ in range(repeat):
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         out = fn()
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        cpu, wall = cpu_seconds() - c0, time.perf_counter() - t0
         if best is None or cpu < best[1]:
             best = (out, cpu, wall)
     assert best is not None

@@ -4,9 +4,10 @@ Issue 21's 3D/4D nets, built in NumPy with PyTorch's default ``nn.Linear`` init 
 uniform in +-1/sqrt(fan_in): ``random_mlp(q, widths, init="torch")``, fixed seeds, so counts differ from
 the issue's torch seeds): 3->16x3 on [-2,2]^3, 4->10x2 on [-1,1]^4 and [-2,2]^4, 3->8x4 on [-2,2]^3 and
 3->32x3 on [-1,1]^3 (28,154 regions). For each net: regions, CPU seconds (this process's and its forked
-workers', ``_machine.cpu_seconds``) and wall
-of ``partition_space`` (best of ``--repeat`` warm calls: import and first-call costs are left out, as they
-are for edge subdivision), microseconds of CPU per region, the linear-region merge alone (``linear_regions``
+workers', ``_machine.cpu_seconds``) and wall of ``partition_space`` (best of ``--repeat`` warm calls: import
+and first-call costs are left out, as they are for edge subdivision), microseconds of CPU per region, the same
+with the workers off (``one_*``: ``REGIONCOUNT_WORKERS=1``, all in this process; a worker costs CPU for the
+wall it saves), the linear-region merge alone (``linear_regions``
 on a fresh partition) and the whole library count (``count_regions(..., method="exact")``: partition, linear
 regions, the record) with its CPU per region, and the same for edge subdivision where
 ``benchmarks/edge_subdivision.py`` (our float32 implementation of Berzins 2023) is present beside this
@@ -19,6 +20,7 @@ script, with both counts (edge subdivision is float32, so a count may differ on 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -44,6 +46,8 @@ HEAD = [
     "cpu_s",
     "wall_s",
     "us_per_region",
+    "one_cpu_s",
+    "one_us_per_region",
     "linear_cpu_s",
     "count_cpu_s",
     "count_us_per_region",
@@ -66,12 +70,26 @@ def _best(fn, repeat: int):
     return best
 
 
+def _one_process(fn):
+    """``fn()`` with the engine's workers off (``REGIONCOUNT_WORKERS=1``): everything in this process."""
+    old = os.environ.get("REGIONCOUNT_WORKERS")
+    os.environ["REGIONCOUNT_WORKERS"] = "1"
+    try:
+        return fn()
+    finally:
+        if old is None:
+            del os.environ["REGIONCOUNT_WORKERS"]
+        else:
+            os.environ["REGIONCOUNT_WORKERS"] = old
+
+
 def one(q: int, widths, side: float, seed: int, repeat: int) -> dict:
     from regioncount import Box, count_regions, partition_space, random_mlp
 
     net = random_mlp(q, list(widths), 1, seed=seed, init="torch")
     box = Box(-side, side, q)
     part, cpu, wall = _best(lambda: partition_space(net, box), repeat)
+    _, one_cpu, one_wall = _one_process(lambda: _best(lambda: partition_space(net, box), repeat))
     # the linear-region merge alone (on fresh partitions: it is cached), and the whole library count
     lin_cpu = min(_best(partition_space(net, box).linear_regions, 1)[1] for _ in range(repeat))
     _, count_cpu, _ = _best(lambda: count_regions(net, box, method="exact"), repeat)
@@ -82,6 +100,9 @@ def one(q: int, widths, side: float, seed: int, repeat: int) -> dict:
         "cpu_s": round(cpu, 4),
         "wall_s": round(wall, 4),
         "us_per_region": round(1e6 * cpu / part.n_regions, 1),
+        "one_cpu_s": round(one_cpu, 4),
+        "one_wall_s": round(one_wall, 4),
+        "one_us_per_region": round(1e6 * one_cpu / part.n_regions, 1),
         "exact_decisions": part.exact_decisions,
         "linear_cpu_s": round(lin_cpu, 4),
         "count_cpu_s": round(count_cpu, 4),

@@ -111,8 +111,8 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
 def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
     """The space engine's mid-sized cut (_fork.mid_cuts, _space._driver._mid_cut): its jobs of batches on a forked worker
     and on this process at once give the polytopes, maps, codes and exact decisions of the same batches run here, and the
-    regions, neighbours and linear regions of one store never cut; the hyperplane ids of cuts made apart differ
-    and still name the same facets."""
+    regions, neighbours and linear regions of one store never cut; the hyperplane ids too are those of the batches
+    run apart (each batch takes its own id range wherever it runs)."""
     _forks()
     out = _run(
         """
@@ -142,6 +142,7 @@ def test_a_cut_space_store_on_a_worker_and_here_equals_it_run_here():
         for x, y in [(a.vertices, b.vertices), (a.offsets, b.offsets), (a.maps, b.maps), (a.incidence, b.incidence)]:
             assert np.array_equal(x, y)
         assert np.array_equal(a.facet_planes, b.facet_planes)
+        assert np.array_equal(a.facet_ids, b.facet_ids)
         assert a.exact_decisions == b.exact_decisions
         assert np.array_equal(a.adjacency(), b.adjacency())
         assert a.linear_regions() == b.linear_regions() == one.linear_regions()

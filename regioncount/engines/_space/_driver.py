@@ -27,8 +27,9 @@ from ._store import _WB, _balls, _pack, _Store
 #: ``REGIONCOUNT_WORKERS`` if set, else one per core; 1: here).
 WORKERS: int | None = None
 
-#: The hyperplane ids a worker's batch allocates start at ``(its batch number + 1) * ID_STRIDE`` past those
-#: taken, so that ids stay distinct across batches run apart (a count allocates parents x units ids per op, far
+#: The hyperplane ids a batch of the mid-sized cut allocates start at ``(its batch number + 1) * ID_STRIDE`` past
+#: those taken, on a worker or here alike (so the partition, its facet ids included, is the same wherever the
+#: batches run), so that ids stay distinct across batches run apart (a count allocates parents x units ids per op, far
 #: fewer; the ids stay small enough that ``Polytopes`` can key them by a region label in an int64).
 ID_STRIDE = 1 << 36
 
@@ -164,9 +165,12 @@ class _Engine(_Decisions):
             return [p for b in range(nb) for p in done[b]]
         self.pending += n
         pieces: list[_Piece] = []
+        base = self.next_id
         for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
             self.pending -= int(hi - lo)
+            self.next_id = base + (i + 1) * ID_STRIDE  # the ids batch i takes on a worker: the same partition
             pieces += self._run_batch(ops, A, start, int(lo), int(hi), start.part_of(i, nb))
+        self.next_id = base + (nb + 1) * ID_STRIDE
         return pieces
 
     def _run_batch(self, ops, A, start: _State, lo: int, hi: int, progress) -> list[_Piece]:

@@ -91,7 +91,8 @@ def test_batches_on_worker_processes_equal_batches_run_here(settings, seed):
         assert a.linear_regions() == b.linear_regions() == one.linear_regions()
         for k in ("predicates", "exact_predicates", "assumed"):
             assert a.stats[k] == b.stats[k], k
-        # the tags of cuts made apart differ, but group the same edges: the same neighbours
+        # each batch takes its own tag range wherever it runs: the same edge tags, the same neighbours
+        assert np.array_equal(a.edge_tags, b.edge_tags)
         assert np.array_equal(a.adjacency(), b.adjacency())
         assert ta[-1] == tb[-1] and tb == sorted(tb)
         # the cap holds as it does here: a partition past max_regions is refused

@@ -44,8 +44,9 @@ WORKERS: int | None = None
 #: into batches (below it, starting workers costs more than it saves).
 PARALLEL_MIN = 1 << 14
 
-#: Tags of the cuts a worker process makes start at ``its batch number * TAG_STRIDE`` past the tags already
-#: taken, so that tags stay distinct across batches run apart.
+#: Tags of the cuts a batch makes start at ``its batch number * TAG_STRIDE`` past the tags already taken, on a
+#: worker or here alike, so that tags stay distinct across batches run apart and the partition (its edge tags
+#: included) is the same wherever the batches run.
 TAG_STRIDE = 1 << 44
 
 
@@ -171,12 +172,7 @@ class _Engine(_Decisions):
         workers = min(default_workers(WORKERS), nb) if not self.in_worker and n >= PARALLEL_MIN else 1
         if workers > 1:
             return self._forked(ops, A, bd, span, start, cuts, workers)
-        self.pending += n
-        pieces: list[_Piece] = []
-        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-            self.pending -= hi - lo
-            pieces += self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi)
-        return pieces
+        return self._here(cuts, lambda lo, hi: self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi))
 
     def _mid_cut(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
         """The store cut into batches once (:func:`~.._fork.mid_cuts`), paired into jobs that run on a worker and
@@ -188,11 +184,21 @@ class _Engine(_Decisions):
         workers = min(default_workers(WORKERS), len(jobs)) if not self.in_worker else 1
         if workers > 1:
             return self._forked(ops, A, bd, span, start, cuts, workers, jobs)
-        self.pending += n
+        return self._here(
+            cuts, lambda lo, hi: self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, lo, hi)
+        )
+
+    def _here(self, cuts: np.ndarray, run) -> list[_Piece]:
+        """The batches between ``cuts`` run here one after the other by ``run(lo, hi)``, each with the tags it takes
+        on a worker (:data:`TAG_STRIDE`): their pieces."""
+        self.pending += int(cuts[-1] - cuts[0])
+        tag0 = self.next_tag
         pieces: list[_Piece] = []
-        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-            self.pending -= hi - lo
-            pieces += self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, int(lo), int(hi))
+        for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            self.pending -= int(hi - lo)
+            self.next_tag = tag0 + b * TAG_STRIDE
+            pieces += run(int(lo), int(hi))
+        self.next_tag = tag0 + (cuts.size - 1) * TAG_STRIDE
         return pieces
 
     def _job_in_worker(self, job: tuple, here: bool = False):
@@ -228,8 +234,8 @@ class _Engine(_Decisions):
     def _forked(self, ops, A, bd, span: float, start: int, cuts: np.ndarray, workers: int, jobs=None) -> list[_Piece]:
         """The batches on ``workers`` forked processes (:func:`~.._fork.fork_map`), each job (batches, one after the
         other; by default one batch each) in a child that starts from this engine as it is and sends back its
-        finished pieces, the last here. Counts and codes are those of the batches run here one after the other;
-        only the numbers of the tags of new cuts differ (they stay distinct: each batch takes its own range)."""
+        finished pieces, the last here: the partition of the batches run here one after the other, edge tags included
+        (each batch takes its own tag range, :data:`TAG_STRIDE`, wherever it runs)."""
         from .._fork import fork_map
 
         nb = cuts.size - 1

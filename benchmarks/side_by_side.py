@@ -172,7 +172,12 @@ def main() -> int:
     ap.add_argument("--only", help="only networks whose name contains this")
     ap.add_argument("--no-linear-run", action="store_true", help="skip the default command (with linear regions)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement")
-    ap.add_argument("--json", default=str(HERE / "side_by_side.json"), help="where to write the records")
+    ap.add_argument(
+        "--json",
+        default=None,
+        help="where to write the records (default: side_by_side.json beside this script, for a run of every network; "
+        "a run with --only writes a file only when this is given)",
+    )
     args = ap.parse_args()
     nets = [n for n in NETS if not args.only or args.only in n[0]]
     start = machine()
@@ -185,7 +190,9 @@ def main() -> int:
     text = table(rows)
     print(text)
     doc = {"machine": start, "load_at_end": load_average(), "command": sys.argv, "rows": rows, "table": text}
-    write_json(args.json, doc, newline=True)
+    out = args.json if args.json or args.only else str(HERE / "side_by_side.json")  # a partial run keeps the record
+    if out:
+        write_json(out, doc, newline=True)
     ok = all(r["counts_agree"] and "unexpected" not in r for r in rows)
     return 0 if ok else 1
 

@@ -65,34 +65,42 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     X[:, k] = _vertex_error(X[:, :k], (Xinc, max(F0, Fn)), _NewPlanes(P.fpl, r, slot, w))
     zero = (sg == 0) & valid
     inc0 = np.where(zero[:, :, None], P.inc | newbit[:, None, :], P.inc)
+    # each part: its side's old vertices in their order, then the new ones in edge order (edges are listed by
+    # region); placed straight at their slots, and flat in that order (region by region) for the balls
+    ne = np.bincount(r, minlength=n)
+    e_at = np.arange(r.size) - (np.cumsum(ne) - ne)[r]  # each new vertex's place among its region's
+    Fo = max(F0, Fn)
+    rows = np.arange(n)
     out = []
     for side in sides:
         keep = (sg * side >= 0) & valid
         kr, kv = nonzero2(keep)
-        rid = np.concatenate([kr, r])
-        order = np.argsort(rid, kind="stable")
-        rid = rid[order]
-        Vall = np.concatenate([P.V[kr, kv], X])[order]
-        Iall = np.concatenate([inc0[kr, kv], Xinc])[order]
-        cnt = np.bincount(rid, minlength=n)
-        Mo = int(cnt.max(initial=1))
+        nk = np.bincount(kr, minlength=n)
+        cnt = nk + ne
         start = np.cumsum(cnt) - cnt
-        pos_in = np.arange(rid.size) - start[rid]
+        k_at = np.arange(kr.size) - (np.cumsum(nk) - nk)[kr]
+        Vall = np.empty((kr.size + r.size, k1))
+        Iall = np.empty((kr.size + r.size, W), np.uint64)
+        e_slot = nk[r] + e_at
+        fk, fe = start[kr] + k_at, start[r] + e_slot
+        Vk, Ik = P.V[kr, kv], inc0[kr, kv]
+        Vall[fk], Vall[fe] = Vk, X
+        Iall[fk], Iall[fe] = Ik, Xinc
+        Mo = int(cnt.max(initial=1))
         # padding repeats vertex 0 (every part keeps at least one vertex): broadcast it, then the vertices
         Vo = np.empty((n, Mo, k1))
         Io = np.empty((n, Mo, W), np.uint64)
         Vo[:] = Vall[start][:, None, :]
         Io[:] = Iall[start][:, None, :]
-        Vo[rid, pos_in] = Vall
-        Io[rid, pos_in] = Iall
-        Fo = max(F0, Fn)
+        Vo[kr, k_at], Vo[r, e_slot] = Vk, X
+        Io[kr, k_at], Io[r, e_slot] = Ik, Xinc
         fidn = np.full((n, Fo), -1, np.int64)
         fidn[:, :F0] = P.fid
         fpln = np.zeros((n, Fo, k + 2))
         fpln[:, :F0] = P.fpl
-        fidn[np.arange(n), slot] = fid + (side < 0)
-        fpln[np.arange(n), slot, : k + 1] = side * w[:, : k + 1]
-        fpln[np.arange(n), slot, k + 1] = w[:, k + 1]
+        fidn[rows, slot] = fid + (side < 0)
+        fpln[rows, slot, : k + 1] = side * w[:, : k + 1]
+        fpln[rows, slot, k + 1] = w[:, k + 1]
         cen, rad = _balls_flat(Vall, start, cnt)
         out.append(_Poly(Vo, Io, cnt, fidn, fpln, slot + 1, cen, rad))
     return out

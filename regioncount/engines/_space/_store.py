@@ -234,8 +234,10 @@ class _Store:
             dest = np.cumsum(keep, axis=1)[kr, ks] - 1
             newpos = np.full(keep.shape, -1, np.int64)
             newpos[kr, ks] = dest
-            fid[lo + kr, dest] = self.fid[src_rows[kr], ks]  # straight into the new arrays (-1 and 0 beyond)
-            fpl[lo + kr, dest] = self.fpl[src_rows[kr], ks]
+            # straight into the new arrays (-1 and 0 beyond); the planes as rows of the flat (rows x slots) arrays
+            to, at = (lo + kr) * F2 + dest, src_rows[kr] * self.F + ks
+            fid.reshape(-1)[to] = np.take(self.fid.reshape(-1), at)
+            fpl.reshape(-1, k + 2)[to] = np.take(self.fpl.reshape(-1, k + 2), at, axis=0)
             # the real vertices only (flat): each set bit of a kept slot moves to its column; padding repeats
             # vertex 0
             nvb = self.nv[lo:hi]
@@ -323,10 +325,17 @@ def _balls_flat(Vall: np.ndarray, start: np.ndarray, cnt: np.ndarray):
     """:func:`_balls` from flat vertex lists: ``Vall (m, k+1)`` holds polytope ``i``'s ``cnt[i] >= 1`` vertices from
     row ``start[i]`` on (no padding to read). The centre is the vertex mean (summed in another order than
     :func:`_balls`: any centre serves, the radius is measured from it)."""
-    X = Vall[:, :-1]
-    ctr = np.add.reduceat(X, start, axis=0) / cnt[:, None]
+    k = Vall.shape[1] - 1
+    ctr = np.add.reduceat(Vall[:, :k], start, axis=0) / cnt[:, None]
     rid = np.repeat(np.arange(cnt.size), cnt)
-    dist = np.sqrt(last_sum((X - ctr[rid]) ** 2)) + Vall[:, -1]
+    # the squared distance coordinate by coordinate, summed left to right (what last_sum of the squares gives)
+    sq = np.zeros(Vall.shape[0])
+    for i in range(k):
+        d = Vall[:, i] - np.take(ctr[:, i], rid)
+        d *= d
+        sq += d
+    dist = np.sqrt(sq, out=sq)
+    dist += Vall[:, k]
     return ctr, np.maximum.reduceat(dist, start) * (1 + 1e-12)
 
 

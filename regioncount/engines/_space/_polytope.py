@@ -39,27 +39,35 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     c = nneg[pr]
     r, a = np.repeat(pr, c), np.repeat(a, c)
     b = nb[np.repeat(np.cumsum(nneg)[pr] - nneg[pr] - np.cumsum(c) + c, c) + np.arange(r.size)]
-    com = P.inc[r, a] & P.inc[r, b]
+    # the incidence words as rows of a flat (regions x slots) array: pairs gather them by one index each
+    flat = P.inc.reshape(n * M, W)
+    com = np.take(flat, r * M + a, axis=0)
+    com &= np.take(flat, r * M + b, axis=0)
     ok = (np.bitwise_count(com[:, 0]) if W == 1 else _popcount(com)) >= k - 1
     r, a, b, com = r[ok], a[ok], b[ok], com[ok]
     edge = np.ones(r.size, bool)
     step = max(1, _CHUNK // max(1, M * W))
+    inc1 = np.ascontiguousarray(P.inc[:, :, 0]) if W == 1 else None
     for lo in range(0, r.size, step):
         sl = slice(lo, lo + step)
         rr, cc = r[sl], com[sl]
-        if W == 1:  # one word: no reduction over the word axis
+        if inc1 is not None:  # one word: no reduction over the word axis
             c0 = cc[:, 0, None]
-            on = ((P.inc[rr, :, 0] & c0) == c0) & valid[rr]
+            on = np.take(inc1, rr, axis=0)
+            on &= c0
+            on = (on == c0) & np.take(valid, rr, axis=0)
         else:
             on = np.all((P.inc[rr] & cc[:, None, :]) == cc[:, None, :], axis=-1) & valid[rr]
         on[np.arange(rr.size), a[sl]] = False
         on[np.arange(rr.size), b[sl]] = False
         edge[sl] = ~last_any(on)
     r, a, b, com = r[edge], a[edge], b[edge], com[edge]
-    t = s[r, a] / (s[r, a] - s[r, b])
+    ia, ib = r * M + a, r * M + b
+    sa = np.take(s.reshape(-1), ia)
+    t = sa / (sa - np.take(s.reshape(-1), ib))
     # the coordinates only: column k (the vertex error bound, inf where it overflowed) is recomputed below
-    X = P.V[r, a].copy()
-    X[:, :k] += t[:, None] * (P.V[r, b, :k] - P.V[r, a, :k])
+    X = np.take(P.V.reshape(n * M, k1), ia, axis=0)
+    X[:, :k] += t[:, None] * (np.take(P.V.reshape(n * M, k1), ib, axis=0)[:, :k] - X[:, :k])
     newbit = _bit(slot, W)
     Xinc = com | newbit[r]
     X[:, k] = _vertex_error(X[:, :k], (Xinc, max(F0, Fn)), _NewPlanes(P.fpl, r, slot, w))

@@ -15,7 +15,7 @@ from ..._errors import CurvedBoundaryError
 from ..._predicates import EPS, gamma
 from ...networks._ops import GroupMax, Program
 from .._exact import ExactMap, ExactReplay
-from .._rows import last_dot, last_max_abs, last_sum, nonzero2
+from .._rows import last_dot, last_max, last_max_abs, last_sum, nonzero2
 from ._store import _Poly, _unpack
 
 #: top of the rounding-error bound: a hedge, it only sends more signs to rational arithmetic.
@@ -282,13 +282,28 @@ class _Decisions:
         # coordinate is needed below anyway): looser by at most k, one pass fewer over the vertices
         s = last_dot(X, wl[:, None, :]) + w0[:, None]
         mx = last_max_abs(X)
-        rounding = _gamma(k + 2) * (mx * last_sum(np.abs(wl))[:, None] + np.abs(w0)[:, None])
-        big = np.maximum(1.0, mx)
-        tol = (rounding + werr[:, None] * big + (np.sqrt(last_sum(wl**2)) + werr)[:, None] * verr) * (1 + 1e-12)
-        tol = np.maximum(tol, SNAP * np.abs(w[:, : k + 1]).sum(axis=1)[:, None])
-        sg = (s > tol).astype(np.int8) - (s < -tol).astype(np.int8)
+        wl1, aw0, gw = last_sum(np.abs(wl)), np.abs(w0), np.sqrt(last_sum(wl**2)) + werr
+        snap = SNAP * np.abs(w[:, : k + 1]).sum(axis=1)
+
+        def tolerance(mx, verr, i):
+            """The bound for vertices of largest coordinate ``mx`` and error ``verr`` on rows ``i``."""
+            rounding = _gamma(k + 2) * (mx * wl1[i] + aw0[i])
+            big = np.maximum(1.0, mx)
+            return np.maximum((rounding + werr[i] * big + gw[i] * verr) * (1 + 1e-12), snap[i])
+
+        # first one bound per row, from its vertices' largest coordinate and error (it grows with both, in floats
+        # too): a value beyond it is beyond its vertex's own bound; the few within it get their own
+        rows = slice(None)
+        top = tolerance(last_max(mx), last_max(verr), rows)[:, None]
+        sg = (s > top).astype(np.int8) - (s < -top).astype(np.int8)
         valid = np.arange(V.shape[1]) < nv[:, None]
-        amb_r, amb_v = nonzero2((np.abs(s) <= tol) & valid)
+        amb_r, amb_v = nonzero2(~(np.abs(s) > top) & valid)  # (a NaN bound leaves its row to the vertices' own)
+        if amb_r.size:
+            f = s[amb_r, amb_v]
+            tv = tolerance(mx[amb_r, amb_v], verr[amb_r, amb_v], amb_r)
+            sg[amb_r, amb_v] = (f > tv).astype(np.int8) - (f < -tv).astype(np.int8)
+            near = np.abs(f) <= tv
+            amb_r, amb_v = amb_r[near], amb_v[near]
         if amb_r.size:
             # decide each distinct vertex once (padding repeats vertex 0, which is decided already)
             inc, fid = slots(amb_r, amb_v)

@@ -115,6 +115,14 @@ def take_lines(A: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return out
 
 
+def where_rows(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``a[mask]`` for each array (rows along axis 0) of a 1-D bool ``mask``: the mask scanned once, then each array
+    gathered by ``np.take``. Indexing with a bool mask branches on every entry, and an irregular mask (the engines'
+    "this pair is an edge", "this unit crosses") costs several times as long as the scan and gathers."""
+    at = np.flatnonzero(mask)
+    return tuple(np.take(a, at, axis=0) for a in arrays)
+
+
 def nonzero2(a: np.ndarray) -> tuple[np.ndarray, ...]:
     """``np.nonzero(a)``: for a 2-D array, the flat indices split into rows and columns (twice as fast as NumPy's
     two-index scan on the engines' (regions, units) masks)."""

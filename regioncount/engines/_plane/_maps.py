@@ -10,7 +10,7 @@ import numpy as np
 from ..._predicates import affine_bounds, finite_or_raise
 from ...networks._ops import Affine
 from .._exact import ExactMap, exact_affine
-from .._rows import nonzero2
+from .._rows import nonzero2, where_rows
 from ._polygon import _CHUNK
 
 
@@ -53,8 +53,8 @@ class _Masked:
         k = np.repeat(first[self.parent] - np.cumsum(c) + c, c) + np.arange(r.size)
         j = jj[k]
         on = (self.bits[r, j >> 3] >> (7 - (j & 7)).astype(np.uint8)) & 1
-        on = on.astype(bool)
-        return r[on], j[on]
+        r, j = where_rows(on.astype(bool), r, j)
+        return r, j
 
 
 @dataclasses.dataclass

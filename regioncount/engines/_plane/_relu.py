@@ -14,7 +14,7 @@ import numpy as np
 
 from ..._predicates import EPS, TINY, gamma
 from ...networks._ops import ReLU
-from .._rows import last_any, last_max, last_min, nonzero2, take_lines, take_rows
+from .._rows import last_any, last_max, last_min, nonzero2, take_lines, take_rows, where_rows
 from ._kernels import KERNELS, splitter
 from ._maps import _Bounds, _Deferred, _Masked, live_cut
 from ._polygon import _CHUNK, NORM_SLACK, _disc_reach, _eval_bound, _float_signs
@@ -351,6 +351,7 @@ def _reown(eng, Af, err, cnt, first, jj, t: int):
         keep[lo : lo + step] = pos & neg
         on = np.flatnonzero(pos & ~neg)
         set_bits(st.extra["bits"], rs[on], js[on])
-    cnt = np.bincount(r[keep], minlength=n)
+    r, j = where_rows(keep, r, j)
+    cnt = np.bincount(r, minlength=n)
     st.extra["own"][:n] = np.arange(n)
-    return cnt, np.cumsum(cnt) - cnt, j[keep]
+    return cnt, np.cumsum(cnt) - cnt, j

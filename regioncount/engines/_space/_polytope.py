@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._rows import last_any, last_dot, last_max_abs, last_sum, nonzero2
+from .._rows import last_any, last_dot, last_max_abs, last_sum, nonzero2, where_rows
 from ._predicates import _gamma
 from ._store import _CHUNK, _WB, _balls_flat, _bit, _Poly, _popcount, _unpack
 
@@ -44,7 +44,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
     com = np.take(flat, r * M + a, axis=0)
     com &= np.take(flat, r * M + b, axis=0)
     ok = (np.bitwise_count(com[:, 0]) if W == 1 else _popcount(com)) >= k - 1
-    r, a, b, com = r[ok], a[ok], b[ok], com[ok]
+    r, a, b, com = where_rows(ok, r, a, b, com)
     edge = np.ones(r.size, bool)
     step = max(1, _CHUNK // max(1, M * W))
     inc1 = np.ascontiguousarray(P.inc[:, :, 0]) if W == 1 else None
@@ -61,7 +61,7 @@ def _cut(P: _Poly, s: np.ndarray, sg: np.ndarray, w: np.ndarray, fid: np.ndarray
         on[np.arange(rr.size), a[sl]] = False
         on[np.arange(rr.size), b[sl]] = False
         edge[sl] = ~last_any(on)
-    r, a, b, com = r[edge], a[edge], b[edge], com[edge]
+    r, a, b, com = where_rows(edge, r, a, b, com)
     ia, ib = r * M + a, r * M + b
     sa = np.take(s.reshape(-1), ia)
     t = sa / (sa - np.take(s.reshape(-1), ib))
@@ -147,7 +147,9 @@ class _NewPlanes:
         """Rows ``(m, c, k+2)``: the planes of slots ``cols (m, c)`` of vertices ``sel`` (default: all). The
         new slot may lie beyond ``fpl``'s slot axis (it is never read from there)."""
         rr = self.r if sel is None else self.r[sel]
-        out = self.fpl[rr[:, None], np.minimum(cols, self.fpl.shape[1] - 1)]
+        F, c = self.fpl.shape[1], self.fpl.shape[2]
+        # rows of the flat (regions x slots) plane array, one index each
+        out = np.take(self.fpl.reshape(-1, c), rr[:, None] * F + np.minimum(cols, F - 1), axis=0)
         new = cols == self.slot[rr][:, None]
         if new.any():
             i, j = nonzero2(new)

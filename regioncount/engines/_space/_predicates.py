@@ -312,8 +312,7 @@ class _Decisions:
             # elsewhere a tiny value of the exact sign puts the crossing at that vertex, to float precision
             e, f = sg[amb_r, amb_v], s[amb_r, amb_v]
             s[amb_r, amb_v] = np.where(np.sign(f) == e, f, e * 1e-300)
-        sg[~valid] = sg[:, :1].repeat(V.shape[1], axis=1)[~valid]
-        return s, sg
+        return s, np.where(valid, sg, sg[:, :1])  # padding takes vertex 0's sign
 
     def _margin(self, scale, werr):
         """What a ball test adds to ``|grad| rad``: coefficient error, rounding, and the SNAP hedge."""

@@ -132,7 +132,8 @@ class _Store:
             inc[:n, :, : self.W] = self.inc[:n]
             self.inc = inc
         if F > self.F:
-            fid = np.full((cap, F), -1, np.int64)
+            fid = np.empty((cap, F), np.int64)  # rows from n on are unset (written whole when added)
+            fid[:n, self.F :] = -1
             fid[:n, : self.F] = self.fid[:n]
             fpl = np.zeros((cap, F, self.k + 2))
             fpl[:n, : self.F] = self.fpl[:n]
@@ -172,7 +173,9 @@ class _Store:
         self.cap_check(need)
         cap = self.V.shape[0]
         if need > cap:
-            new = max(need, 2 * cap, 64)
+            # rows beyond those in use are never touched (np.empty), so a generous capacity costs address space,
+            # not memory, and saves copying every row at each of twice as many doublings
+            new = max(need, 4 * cap, 64)
             for name in self._ROW:
                 setattr(self, name, _grow(getattr(self, name), new, self.n))
             for key, v in self.extra.items():
@@ -223,7 +226,8 @@ class _Store:
         F2 = max(newF, 1)
         W2 = -(-F2 // _WB)
         inc = np.zeros((self.V.shape[0], M, W2), np.uint64)
-        fid = np.full((self.V.shape[0], F2), -1, np.int64)
+        fid = np.empty((self.V.shape[0], F2), np.int64)  # rows from n on are unset, as below
+        fid[:n] = -1
         fpl = np.zeros((self.V.shape[0], F2, k + 2))
         for keep, lo in zip(keeps, range(0, n, step), strict=True):
             hi = min(n, lo + step)

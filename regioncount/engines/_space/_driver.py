@@ -352,16 +352,28 @@ def partition_space(
     nv = np.concatenate([p.nv for p in pieces])
     offsets = np.zeros(nv.size + 1, np.int64)
     np.cumsum(nv, out=offsets[1:])
-    verts = c + h * np.concatenate([p.verts for p in pieces])
+    # the output arrays from the pieces' own (fresh) arrays, in place: a new array per step would fault in its
+    # pages again (tens of megabytes on a large count)
+    verts = np.concatenate([p.verts for p in pieces])
+    verts *= h
+    verts += c
     inc = _padded([p.inc for p in pieces], np.uint64(0))
     Mn = np.concatenate([p.maps for p in pieces]).transpose(0, 2, 1)  # (R, out, k+1) in normalised u
     maps = np.empty_like(Mn)
     maps[..., :k] = Mn[..., :k] / h
     maps[..., k] = Mn[..., k] - last_sum(Mn[..., :k] * (c / h))
     fpl = _padded([p.fpl for p in pieces], 0.0)
-    planes = np.empty(fpl.shape[:2] + (k + 1,))
-    planes[..., :k] = fpl[..., :k] / h
-    planes[..., k] = fpl[..., k] - last_sum(fpl[..., :k] * (c / h))  # the same sums as .sum(axis=-1)
+    ch = c / h
+    if k < 8:  # the sum of fpl[..., i] c_i / h_i left to right, as .sum(axis=-1) adds fewer than 8 terms
+        shift = fpl[..., 0] * ch[0]
+        for i in range(1, k):
+            shift += fpl[..., i] * ch[i]
+    else:
+        shift = last_sum(fpl[..., :k] * ch)
+    const = fpl[..., k] - shift
+    fpl[..., :k] /= h
+    fpl[..., k] = const
+    planes = fpl[..., : k + 1]  # the error column stays behind the view
     return Polytopes(
         domain,
         verts,

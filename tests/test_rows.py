@@ -55,3 +55,16 @@ def test_nonzero2_is_numpys_nonzero():
     ):
         got, want = nonzero2(a), np.nonzero(a)
         assert len(got) == len(want) and all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want))
+
+
+def test_where_rows_is_indexing_by_a_mask():
+    from regioncount.engines._rows import where_rows
+
+    rng = np.random.default_rng(4)
+    n = 57
+    arrays = (rng.integers(0, 9, n), rng.standard_normal((n, 3)), rng.integers(0, 2**60, (n, 2)).astype(np.uint64))
+    for mask in (rng.random(n) < 0.5, np.zeros(n, bool), np.ones(n, bool)):
+        got = where_rows(mask, *arrays)
+        assert len(got) == len(arrays)
+        for g, a in zip(got, arrays, strict=True):
+            assert g.dtype == a.dtype and np.array_equal(g, a[mask])

@@ -54,6 +54,23 @@ def mid_cuts(n: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     return cuts, jobs
 
 
+def run_here(eng, cuts: np.ndarray, run: Callable, ids: str, stride: int, first: int = 0) -> list:
+    """The batches between ``cuts`` run in this process one after the other by ``run(b, lo, hi)``: their results,
+    joined. Each takes the id range it takes on a worker: the engine's next free id (attribute ``ids``) is set
+    ``(first + b) * stride`` past the ids taken, and past every batch's range at the end, so the partition is the
+    same with any number of workers. The engine's ``pending`` count (the regions its cap sees beside the store)
+    holds the batches not yet started."""
+    eng.pending += int(cuts[-1] - cuts[0])
+    base = getattr(eng, ids)
+    out: list = []
+    for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        eng.pending -= int(hi - lo)
+        setattr(eng, ids, base + (first + b) * stride)
+        out += run(b, int(lo), int(hi))
+    setattr(eng, ids, base + (first + cuts.size - 1) * stride)
+    return out
+
+
 def run_job(eng, job: tuple, cuts: np.ndarray, run_batch: Callable) -> dict:
     """The batches ``job`` of a mid-sized cut (bounds ``cuts``), one after the other, by ``run_batch(k, b)`` (``k``:
     the batch's place in the job, ``b``: its index): their results by batch. The engine's ``pending`` count (the

@@ -20,7 +20,7 @@ from ...networks._ops import Affine, Program, Residual, live_entries
 from ...results._partition import Partition
 from .. import _fork
 from .._exact import ExactMap
-from .._fork import default_workers, mid_cuts, restoring, run_job, splits_regions
+from .._fork import default_workers, mid_cuts, restoring, run_here, run_job, splits_regions
 from .._protocol import refuse_unsupported
 from . import _affine_op, _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -172,7 +172,13 @@ class _Engine(_Decisions):
         workers = min(default_workers(WORKERS), nb) if not self.in_worker and n >= PARALLEL_MIN else 1
         if workers > 1:
             return self._forked(ops, A, bd, span, start, cuts, workers)
-        return self._here(cuts, lambda lo, hi: self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi))
+        return run_here(
+            self,
+            cuts,
+            lambda b, lo, hi: self._run_batch(ops, A, bd, span / nb, start, st, blocks, lo, hi),
+            "next_tag",
+            TAG_STRIDE,
+        )
 
     def _mid_cut(self, ops, A, bd, span: float, start: int) -> list[_Piece]:
         """The store cut into batches once (:func:`~.._fork.mid_cuts`), paired into jobs that run on a worker and
@@ -184,22 +190,13 @@ class _Engine(_Decisions):
         workers = min(default_workers(WORKERS), len(jobs)) if not self.in_worker else 1
         if workers > 1:
             return self._forked(ops, A, bd, span, start, cuts, workers, jobs)
-        return self._here(
-            cuts, lambda lo, hi: self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, lo, hi)
+        return run_here(
+            self,
+            cuts,
+            lambda b, lo, hi: self._run_batch(ops, A, bd, span * (hi - lo) / n, start, st, blocks, lo, hi),
+            "next_tag",
+            TAG_STRIDE,
         )
-
-    def _here(self, cuts: np.ndarray, run) -> list[_Piece]:
-        """The batches between ``cuts`` run here one after the other by ``run(lo, hi)``, each with the tags it takes
-        on a worker (:data:`TAG_STRIDE`): their pieces."""
-        self.pending += int(cuts[-1] - cuts[0])
-        tag0 = self.next_tag
-        pieces: list[_Piece] = []
-        for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-            self.pending -= int(hi - lo)
-            self.next_tag = tag0 + b * TAG_STRIDE
-            pieces += run(int(lo), int(hi))
-        self.next_tag = tag0 + (cuts.size - 1) * TAG_STRIDE
-        return pieces
 
     def _job_in_worker(self, job: tuple, here: bool = False):
         """The batches ``job`` of :attr:`_fork_job`, one after the other, in a forked child (which starts from this

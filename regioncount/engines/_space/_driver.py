@@ -16,7 +16,7 @@ from ...networks import check_domain, lower, walk_widths
 from ...networks._ops import Program
 from ...results._polytopes import Polytopes
 from .. import _fork
-from .._fork import default_workers, mid_cuts, restoring, run_job, splits_regions
+from .._fork import default_workers, mid_cuts, restoring, run_here, run_job, splits_regions
 from .._rows import last_sum
 from . import _attention, _groupmax, _relu  # noqa: F401  (each registers its kernel)
 from ._kernels import KERNELS
@@ -163,15 +163,12 @@ class _Engine(_Decisions):
             self.next_id += (nb + 1) * ID_STRIDE
             self.cap_check(0)
             return [p for b in range(nb) for p in done[b]]
-        self.pending += n
-        pieces: list[_Piece] = []
-        base = self.next_id
-        for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-            self.pending -= int(hi - lo)
-            self.next_id = base + (i + 1) * ID_STRIDE  # the ids batch i takes on a worker: the same partition
-            pieces += self._run_batch(ops, A, start, int(lo), int(hi), start.part_of(i, nb))
-        self.next_id = base + (nb + 1) * ID_STRIDE
-        return pieces
+
+        def batch(b: int, lo: int, hi: int) -> list[_Piece]:
+            return self._run_batch(ops, A, start, lo, hi, start.part_of(b, nb))
+
+        # each batch takes the ids it takes on a worker (_job_in_worker: from the first stride on)
+        return run_here(self, cuts, batch, "next_id", ID_STRIDE, first=1)
 
     def _run_batch(self, ops, A, start: _State, lo: int, hi: int, progress) -> list[_Piece]:
         """Rows ``lo:hi`` of the store as it was at ``start`` through ``ops``, with the bounds, op count and

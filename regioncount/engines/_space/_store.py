@@ -249,13 +249,13 @@ class _Store:
             if self.W == 1 and W2 == 1:
                 # a region whose kept slots keep their columns only loses the dropped slots' bits; the others
                 # move each set bit to its new column
-                words = self.inc[src_rows[rr], mm, 0]
+                old = self.inc[src_rows[rr], mm, 0]
                 moved = np.zeros(keep.shape[0], bool)
                 moved[kr[dest != ks]] = True
-                words &= _pack(keep, 1)[:, 0][rr]
+                words = old & _pack(keep, 1)[:, 0][rr]
                 at = np.flatnonzero(moved[rr])
                 if at.size:
-                    words[at] = _remap_bits(self.inc[src_rows[rr[at]], mm[at], 0], newpos, rr[at])
+                    words[at] = _remap_bits(old[at], newpos, rr[at])
                 words = words[:, None]
             else:
                 vi, vs = np.divmod(np.flatnonzero(_unpack8(self.inc[src_rows[rr], mm], self.F)), self.F)
